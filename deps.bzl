@@ -1,0 +1,39 @@
+"""shardlight's external dependencies, for this workspace and for consumers.
+
+In a consumer's WORKSPACE:
+
+    local_repository(name = "shardlight", path = "/path/to/shardlight")
+    load("@shardlight//:deps.bzl", "shardlight_dependencies")
+    shardlight_dependencies()
+
+Every repository is declared with `maybe`, so a consumer that already defines
+one (a source build of Abseil, the real rules_cc on a newer Bazel) keeps its own.
+"""
+
+load("@bazel_tools//tools/build_defs/repo:utils.bzl", "maybe")
+load(
+    "//tools/bazel:offline_repos.bzl",
+    "offline_coverage_tools",
+    "offline_rules_cc",
+    "offline_rules_java",
+)
+load(
+    "//tools/bazel:system_libs.bzl",
+    "absl_repository",
+    "benchmark_repository",
+    "gloo_repository",
+    "googletest_repository",
+    "libtorch_repository",
+    "nlohmann_json_repository",
+)
+
+def shardlight_dependencies():
+    maybe(offline_rules_cc, name = "rules_cc")
+    maybe(offline_rules_java, name = "rules_java")
+    maybe(offline_coverage_tools, name = "remote_coverage_tools")
+    maybe(libtorch_repository, name = "libtorch")
+    maybe(gloo_repository, name = "gloo")
+    maybe(absl_repository, name = "com_google_absl")
+    maybe(googletest_repository, name = "com_google_googletest")
+    maybe(nlohmann_json_repository, name = "nlohmann_json")
+    maybe(benchmark_repository, name = "com_github_google_benchmark")

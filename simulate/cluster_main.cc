@@ -1,0 +1,76 @@
+// bazel run //simulate:cluster -- --world_size=N --scenario=NAME
+//
+// Runs one scenario on a simulated cluster of N thread-ranks and prints its
+// per-rank report. Exit codes: 0 success, 1 the scenario failed, 2 bad flags.
+#include <iostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "simulate/scenario.h"
+#include "simulate/simulated_cluster.h"
+#include "simulate/strict_flags.h"
+
+ABSL_FLAG(int, world_size, 4, "number of thread-ranks, 1..64");
+ABSL_FLAG(std::string, scenario, "collectives", "which scenario to run (see --help)");
+ABSL_FLAG(int, steps, 10, "steps or rounds the scenario runs, >= 1");
+ABSL_FLAG(uint64_t, seed, 1234, "seed for every random value the scenario draws");
+ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
+
+namespace shardlight::simulate {
+namespace {
+
+std::string ScenarioList() {
+  std::string list;
+  for (const Scenario& s : AllScenarios()) absl::StrAppend(&list, "\n  ", s.name, ": ", s.description);
+  return list;
+}
+
+int Main() {
+  ScenarioOptions options;
+  options.world_size = absl::GetFlag(FLAGS_world_size);
+  options.steps = absl::GetFlag(FLAGS_steps);
+  options.seed = absl::GetFlag(FLAGS_seed);
+  options.collective_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  const std::string name = absl::GetFlag(FLAGS_scenario);
+
+  if (options.world_size < 1 || options.world_size > SimulatedCluster::kMaxWorldSize) {
+    std::cerr << "cluster: --world_size=" << options.world_size << " is outside [1, "
+              << SimulatedCluster::kMaxWorldSize << "]\n";
+    return 2;
+  }
+  if (options.steps < 1) {
+    std::cerr << "cluster: --steps=" << options.steps << " must be >= 1\n";
+    return 2;
+  }
+  if (options.collective_timeout.count() <= 0) {
+    std::cerr << "cluster: --timeout_ms must be > 0\n";
+    return 2;
+  }
+  for (const Scenario& s : AllScenarios()) {
+    if (s.name != name) continue;
+    absl::Status status = s.run(options, std::cout);
+    if (!status.ok()) {
+      std::cerr << "cluster: scenario '" << name << "' failed: " << status << "\n";
+      return 1;
+    }
+    return 0;
+  }
+  std::cerr << "cluster: unknown --scenario='" << name << "'; known scenarios:" << ScenarioList() << "\n";
+  return 2;
+}
+
+}  // namespace
+}  // namespace shardlight::simulate
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      absl::StrCat("Runs a scenario on a simulated cluster of thread-ranks.\n"
+                   "  bazel run //simulate:cluster -- --world_size=4 --scenario=NAME\n"
+                   "Scenarios:",
+                   shardlight::simulate::ScenarioList()));
+  shardlight::simulate::ParseFlagsOrExit(argc, argv);
+  return shardlight::simulate::Main();
+}

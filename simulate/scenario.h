@@ -1,0 +1,37 @@
+// Scenario: one named run of the simulated cluster binary (//simulate:cluster).
+//
+// Each scenario lives in its own file and registers itself in scenarios.cc; the
+// binary only parses flags, picks a scenario by name and prints its report.
+#ifndef SHARDLIGHT_SIMULATE_SCENARIO_H_
+#define SHARDLIGHT_SIMULATE_SCENARIO_H_
+
+#include <chrono>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace shardlight::simulate {
+
+struct ScenarioOptions {
+  int world_size = 4;
+  int steps = 10;
+  uint64_t seed = 1234;
+  std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
+};
+
+struct Scenario {
+  std::string name;
+  std::string description;
+  // Runs the scenario, writing its report to `out`. A non-OK status is the
+  // scenario's failure (the binary prints it and exits 1).
+  absl::Status (*run)(const ScenarioOptions& options, std::ostream& out);
+};
+
+// Every scenario the binary knows, in the order --help lists them.
+const std::vector<Scenario>& AllScenarios();
+
+}  // namespace shardlight::simulate
+
+#endif  // SHARDLIGHT_SIMULATE_SCENARIO_H_

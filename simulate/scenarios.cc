@@ -1,0 +1,14 @@
+#include "simulate/collectives_scenario.h"
+#include "simulate/scenario.h"
+
+namespace shardlight::simulate {
+
+const std::vector<Scenario>& AllScenarios() {
+  static const auto* scenarios = new std::vector<Scenario>{
+      {"collectives", "allreduce/allgather/broadcast on every rank, values checked, time per rank",
+       &RunCollectivesScenario},
+  };
+  return *scenarios;
+}
+
+}  // namespace shardlight::simulate

@@ -1,0 +1,121 @@
+#include "simulate/simulated_cluster.h"
+
+#include <sys/resource.h>
+
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include <c10/util/Exception.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+namespace shardlight::simulate {
+namespace {
+
+constexpr char kRankPayload[] = "shardlight.dev/rank";
+
+// A full mesh of W ranks holds about W*(W-1) sockets in this one process.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) == 0 && limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &limit);
+  }
+}
+
+// c10::Error::what() carries a C++ backtrace; the first line is the message.
+std::string DescribeException(const std::exception& e) {
+  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
+    return c10_error->what_without_backtrace();
+  }
+  return e.what();
+}
+
+}  // namespace
+
+std::optional<int> FailedRank(const absl::Status& status) {
+  auto payload = status.GetPayload(kRankPayload);
+  int rank = 0;
+  if (!payload || !absl::SimpleAtoi(std::string(*payload), &rank)) return std::nullopt;
+  return rank;
+}
+
+struct SimulatedCluster::Shared {
+  c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::HashStore>();
+  std::shared_ptr<gloo::transport::Device> device;
+};
+
+SimulatedCluster::SimulatedCluster(int world_size, ClusterOptions options)
+    : world_size_(world_size), options_(options), shared_(std::make_unique<Shared>()) {
+  RaiseOpenFileLimit();
+}
+
+SimulatedCluster::~SimulatedCluster() = default;
+
+absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankContext&)>& body) {
+  if (world_size_ < 1 || world_size_ > kMaxWorldSize) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("world size ", world_size_, " is outside [1, ", kMaxWorldSize, "]"));
+  }
+  if (options_.collective_timeout <= std::chrono::milliseconds(0)) {
+    return absl::InvalidArgumentError("collective_timeout must be positive");
+  }
+  if (!shared_->device) {
+    // One loopback device serves every rank; each process group still opens
+    // its own pairs to every peer.
+    shared_->device = c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
+  }
+  shared_->store->setTimeout(options_.collective_timeout);
+  // A fresh prefix per run: keys of an earlier (possibly failed) run never
+  // collide with this one's rendezvous.
+  auto run_store =
+      c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("run", runs_++, "/"), shared_->store);
+
+  std::mutex mu;
+  absl::Status first_failure;  // guarded by mu
+  auto record_failure = [&](int rank, absl::Status status) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!first_failure.ok()) return;
+    first_failure = absl::Status(status.code(), absl::StrCat("rank ", rank, ": ", status.message()));
+    status.ForEachPayload([&](absl::string_view url, const absl::Cord& value) {
+      first_failure.SetPayload(url, value);
+    });
+    first_failure.SetPayload(kRankPayload, absl::Cord(std::to_string(rank)));
+  };
+
+  auto rank_main = [&](int rank) {
+    RankContext ctx;
+    ctx.rank = rank;
+    ctx.world_size = world_size_;
+    absl::Status status;
+    try {
+      auto options = c10d::ProcessGroupGloo::Options::create(options_.collective_timeout);
+      options->devices.push_back(shared_->device);
+      options->threads = options_.threads_per_rank;
+      ctx.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(run_store, rank, world_size_, options);
+      status = body(ctx);
+    } catch (const std::exception& e) {
+      status = absl::InternalError(DescribeException(e));
+    } catch (...) {
+      status = absl::UnknownError("non-standard exception");
+    }
+    if (!status.ok()) record_failure(rank, std::move(status));
+    // Dropping the group closes this rank's connections: peers still waiting
+    // on it fail now rather than at the collective timeout.
+    ctx.pg.reset();
+  };
+
+  std::vector<std::thread> threads;
+  threads.reserve(world_size_);
+  for (int r = 0; r < world_size_; ++r) threads.emplace_back(rank_main, r);
+  for (auto& t : threads) t.join();
+  return first_failure;
+}
+
+}  // namespace shardlight::simulate

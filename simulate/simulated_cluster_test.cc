@@ -1,0 +1,198 @@
+#include "simulate/simulated_cluster.h"
+
+#include <ATen/ATen.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardlight::simulate {
+namespace {
+
+using ::testing::HasSubstr;
+
+ClusterOptions FastOptions() {
+  ClusterOptions options;
+  options.collective_timeout = std::chrono::seconds(10);
+  return options;
+}
+
+class CollectivesTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(CollectivesTest, AllreduceSumsRankValues) {
+  const int w = GetParam();
+  SimulatedCluster cluster(w, FastOptions());
+  auto sums = cluster.Run([](RankContext& ctx) {
+    std::vector<at::Tensor> t = {at::full({3}, ctx.rank + 1, at::kFloat)};
+    ctx.pg->allreduce(t)->wait();
+    return t[0][2].item<float>();
+  });
+  ASSERT_TRUE(sums.ok()) << sums.status();
+  for (float s : *sums) EXPECT_EQ(s, w * (w + 1) / 2);
+}
+
+TEST_P(CollectivesTest, AllgatherCollectsEveryRank) {
+  const int w = GetParam();
+  SimulatedCluster cluster(w, FastOptions());
+  auto gathered = cluster.Run([](RankContext& ctx) {
+    std::vector<at::Tensor> in = {at::full({2}, ctx.rank * 10, at::kLong)};
+    std::vector<std::vector<at::Tensor>> out(1);
+    for (int r = 0; r < ctx.world_size; ++r) out[0].push_back(at::empty({2}, at::kLong));
+    ctx.pg->allgather(out, in)->wait();
+    std::vector<int64_t> firsts;
+    for (auto& t : out[0]) firsts.push_back(t[1].item<int64_t>());
+    return firsts;
+  });
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  for (const auto& firsts : *gathered) {
+    ASSERT_EQ(firsts.size(), static_cast<size_t>(w));
+    for (int r = 0; r < w; ++r) EXPECT_EQ(firsts[r], r * 10);
+  }
+}
+
+TEST_P(CollectivesTest, BroadcastFromLastRank) {
+  const int w = GetParam();
+  SimulatedCluster cluster(w, FastOptions());
+  auto values = cluster.Run([](RankContext& ctx) {
+    std::vector<at::Tensor> t = {at::full({4}, ctx.rank == ctx.world_size - 1 ? 42.0 : -1.0, at::kDouble)};
+    c10d::BroadcastOptions opts;
+    opts.rootRank = ctx.world_size - 1;
+    ctx.pg->broadcast(t, opts)->wait();
+    return t[0].sum().item<double>();
+  });
+  ASSERT_TRUE(values.ok()) << values.status();
+  for (double v : *values) EXPECT_EQ(v, 4 * 42.0);
+}
+
+TEST_P(CollectivesTest, GatherToRootOnly) {
+  const int w = GetParam();
+  SimulatedCluster cluster(w, FastOptions());
+  auto results = cluster.Run([](RankContext& ctx) {
+    const int root = ctx.world_size / 2;
+    std::vector<at::Tensor> in = {at::full({1}, ctx.rank + 100, at::kInt)};
+    std::vector<std::vector<at::Tensor>> out;
+    if (ctx.rank == root) {
+      out.resize(1);
+      for (int r = 0; r < ctx.world_size; ++r) out[0].push_back(at::empty({1}, at::kInt));
+    }
+    c10d::GatherOptions opts;
+    opts.rootRank = root;
+    ctx.pg->gather(out, in, opts)->wait();
+    std::vector<int> got;
+    if (ctx.rank == root) {
+      for (auto& t : out[0]) got.push_back(t.item<int>());
+    }
+    return got;
+  });
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (int r = 0; r < w; ++r) {
+    if (r == w / 2) {
+      ASSERT_EQ((*results)[r].size(), static_cast<size_t>(w));
+      for (int s = 0; s < w; ++s) EXPECT_EQ((*results)[r][s], s + 100);
+    } else {
+      EXPECT_TRUE((*results)[r].empty());
+    }
+  }
+}
+
+TEST_P(CollectivesTest, ScatterFromRootGivesEachRankItsSlice) {
+  const int w = GetParam();
+  SimulatedCluster cluster(w, FastOptions());
+  auto results = cluster.Run([](RankContext& ctx) {
+    std::vector<at::Tensor> out = {at::empty({2}, at::kFloat)};
+    std::vector<std::vector<at::Tensor>> in;
+    if (ctx.rank == 0) {
+      in.resize(1);
+      for (int r = 0; r < ctx.world_size; ++r) in[0].push_back(at::full({2}, r * 3.5, at::kFloat));
+    }
+    ctx.pg->scatter(out, in)->wait();
+    return out[0][0].item<float>();
+  });
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (int r = 0; r < w; ++r) EXPECT_EQ((*results)[r], r * 3.5f);
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, CollectivesTest, ::testing::Values(1, 2, 3, 4, 8, 16),
+                         [](const auto& info) { return absl::StrCat("W", info.param); });
+
+TEST(SimulatedClusterTest, SixtyFourRanksComplete) {
+  SimulatedCluster cluster(64, FastOptions());
+  auto ranks = cluster.Run([](RankContext& ctx) {
+    std::vector<at::Tensor> t = {at::ones({1}, at::kLong)};
+    ctx.pg->allreduce(t)->wait();
+    EXPECT_EQ(t[0].item<int64_t>(), 64);
+    return ctx.rank;
+  });
+  ASSERT_TRUE(ranks.ok()) << ranks.status();
+  for (int r = 0; r < 64; ++r) EXPECT_EQ((*ranks)[r], r);
+}
+
+TEST(SimulatedClusterTest, ThrowingRankFailsRunQuicklyAndClusterIsReusable) {
+  ClusterOptions options;
+  options.collective_timeout = std::chrono::seconds(60);  // far above the bound checked below
+  SimulatedCluster cluster(4, options);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = cluster.Run([](RankContext& ctx) {
+    std::vector<at::Tensor> t = {at::ones({8})};
+    ctx.pg->allreduce(t)->wait();
+    if (ctx.rank == 2) throw std::runtime_error("injected failure at step 1");
+    ctx.pg->allreduce(t)->wait();  // peers block here until rank 2's group is gone
+    ctx.pg->allreduce(t)->wait();
+  });
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_FALSE(status.ok());
+  EXPECT_THAT(std::string(status.message()), HasSubstr("rank 2: injected failure at step 1"));
+  EXPECT_EQ(FailedRank(status), 2);
+  EXPECT_LT(elapsed, std::chrono::seconds(20)) << "peers waited for the collective timeout";
+
+  auto again = cluster.Run([](RankContext& ctx) {
+    std::vector<at::Tensor> t = {at::ones({1})};
+    ctx.pg->allreduce(t)->wait();
+    return t[0].item<float>();
+  });
+  ASSERT_TRUE(again.ok()) << again.status();
+  for (float v : *again) EXPECT_EQ(v, 4.0f);
+}
+
+TEST(SimulatedClusterTest, StatusErrorIsReturnedWithItsCodeAndRank) {
+  SimulatedCluster cluster(3, FastOptions());
+  absl::StatusOr<std::vector<int>> result = cluster.Run([](RankContext& ctx) -> absl::StatusOr<int> {
+    if (ctx.rank == 1) return absl::FailedPreconditionError("no shards here");
+    return ctx.rank;
+  });
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(result.status().message(), "rank 1: no shards here");
+  EXPECT_EQ(FailedRank(result.status()), 1);
+}
+
+TEST(SimulatedClusterTest, SlowRankTurnsIntoTimeoutNotHang) {
+  ClusterOptions options;
+  options.collective_timeout = std::chrono::milliseconds(1500);
+  SimulatedCluster cluster(2, options);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status status = cluster.Run([](RankContext& ctx) {
+    std::vector<at::Tensor> t = {at::ones({1})};
+    if (ctx.rank == 1) std::this_thread::sleep_for(std::chrono::seconds(4));
+    ctx.pg->allreduce(t)->wait();
+  });
+  EXPECT_FALSE(status.ok());
+  EXPECT_EQ(FailedRank(status), 0) << status;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+}
+
+TEST(SimulatedClusterTest, RejectsBadWorldSize) {
+  for (int w : {0, -1, 65}) {
+    SimulatedCluster cluster(w);
+    absl::Status status = cluster.Run([](RankContext&) {});
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << w;
+    EXPECT_THAT(std::string(status.message()), HasSubstr(absl::StrCat("world size ", w)));
+  }
+}
+
+}  // namespace
+}  // namespace shardlight::simulate

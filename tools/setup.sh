@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs every Debian package that shardlight's build, tests and tools need.
+# Idempotent: when everything is present it only checks and exits in seconds.
+set -euo pipefail
+
+packages=(
+  bazel-bootstrap        # Bazel 4.2.3 (offline; see tools/bazel/README.md)
+  g++                    # the C++ toolchain Bazel auto-configures
+  libtorch-dev           # LibTorch 1.13.1 CPU with c10d and Gloo
+  libgloo-dev            # Gloo headers/lib used by ProcessGroupGloo
+  libabsl-dev            # Abseil 20220623 (status, strings, flags)
+  googletest             # gtest/gmock sources and static libs
+  libgtest-dev
+  libgmock-dev
+  nlohmann-json3-dev     # JSON for checkpoint indexes
+  libbenchmark-dev       # benchmarks
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "setup: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  sudo=()
+elif command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+  sudo=(sudo -n)
+else
+  echo "setup: these packages are missing: ${missing[*]}" >&2
+  echo "setup: run as root or with passwordless sudo:  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq || "${sudo[@]}" apt-get update
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "setup: done"
