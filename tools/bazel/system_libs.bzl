@@ -133,6 +133,24 @@ _ABSL_TARGETS = {
     "absl/types": {"optional": ["bad_optional_access"], "span": [], "variant": ["bad_variant_access"]},
 }
 
+# Upstream-style dependencies between those targets, so a target that uses
+# StatusOr also links Status, and so on.
+_ABSL_DEPS = {
+    "absl/status:statusor": ["//absl/status:status"],
+    "absl/status:status": ["//absl/strings:strings", "//absl/strings:cord", "//absl/base:base"],
+    "absl/strings:strings": ["//absl/base:base"],
+    "absl/strings:str_format": ["//absl/strings:strings"],
+    "absl/strings:cord": ["//absl/strings:strings"],
+    "absl/flags:flag": ["//absl/strings:strings", "//absl/strings:str_format", "//absl/synchronization:synchronization"],
+    "absl/flags:parse": ["//absl/flags:flag", "//absl/flags:usage", "//absl/flags:reflection"],
+    "absl/flags:usage": ["//absl/flags:flag"],
+    "absl/flags:reflection": ["//absl/flags:flag"],
+    "absl/synchronization:synchronization": ["//absl/time:time", "//absl/base:base"],
+    "absl/time:time": ["//absl/base:base"],
+    "absl/container:flat_hash_map": ["//absl/hash:hash"],
+    "absl/container:flat_hash_set": ["//absl/hash:hash"],
+}
+
 def _absl_impl(ctx):
     if not ctx.path("/usr/include/absl/base/config.h").exists:
         _fail_missing("Abseil headers /usr/include/absl", "libabsl-dev")
@@ -151,12 +169,13 @@ cc_library(
         for target, libs in targets.items():
             for lib in libs:
                 _find_lib(ctx, [str(lib_dir)], "absl_" + lib, "libabsl-dev")
+            deps = ["//:headers"] + _ABSL_DEPS.get("%s:%s" % (pkg, target), [])
             rules.append("""cc_library(
     name = "{name}",
-    deps = ["//:headers"],
+    deps = {deps},
     linkopts = {linkopts},
 )
-""".format(name = target, linkopts = repr(_lib_dir_flags(lib_dir) + ["-labsl_" + l for l in libs])))
+""".format(name = target, deps = repr(deps), linkopts = repr(_lib_dir_flags(lib_dir) + ["-labsl_" + l for l in libs])))
         ctx.file(pkg + "/BUILD.bazel", "\n".join(rules))
     ctx.file("WORKSPACE", 'workspace(name = "%s")\n' % ctx.name)
 

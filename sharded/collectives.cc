@@ -1,0 +1,95 @@
+#include "sharded/collectives.h"
+
+#include <c10/util/Exception.h>
+
+#include <cstring>
+#include <exception>
+
+#include "absl/strings/str_cat.h"
+
+namespace shardlight::sharded {
+
+absl::Status WaitFor(const c10::intrusive_ptr<c10d::Work>& work, const char* op) {
+  try {
+    work->wait();
+  } catch (const c10::Error& e) {
+    return absl::UnavailableError(absl::StrCat(op, " failed: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(op, " failed: ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// Issues a collective, catching errors thrown at issue time as well.
+template <typename F>
+absl::Status Collective(const char* op, F&& issue) {
+  c10::intrusive_ptr<c10d::Work> work;
+  try {
+    work = issue();
+  } catch (const c10::Error& e) {
+    return absl::UnavailableError(absl::StrCat(op, " failed: ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(op, " failed: ", e.what()));
+  }
+  return WaitFor(work, op);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg,
+                                                          const std::string& mine) {
+  const int w = pg.getSize();
+  // Step 1: every rank learns every length.
+  std::vector<at::Tensor> len_in = {at::full({1}, static_cast<int64_t>(mine.size()), at::kLong)};
+  std::vector<std::vector<at::Tensor>> len_out(1);
+  for (int r = 0; r < w; ++r) len_out[0].push_back(at::empty({1}, at::kLong));
+  absl::Status s = Collective("allgather of lengths", [&] { return pg.allgather(len_out, len_in); });
+  if (!s.ok()) return s;
+  int64_t max_len = 1;  // Gloo wants non-empty buffers
+  for (auto& t : len_out[0]) max_len = std::max(max_len, t.item<int64_t>());
+  // Step 2: bytes, padded to the longest.
+  std::vector<at::Tensor> in = {at::zeros({max_len}, at::kByte)};
+  std::memcpy(in[0].data_ptr(), mine.data(), mine.size());
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < w; ++r) out[0].push_back(at::empty({max_len}, at::kByte));
+  s = Collective("allgather of bytes", [&] { return pg.allgather(out, in); });
+  if (!s.ok()) return s;
+  std::vector<std::string> all(w);
+  for (int r = 0; r < w; ++r) {
+    const int64_t n = len_out[0][r].item<int64_t>();
+    all[r].assign(static_cast<const char*>(out[0][r].data_ptr()), n);
+  }
+  return all;
+}
+
+absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,
+                           const std::vector<int64_t>& send_counts, at::Tensor recv,
+                           const std::vector<int64_t>& recv_counts) {
+  int64_t send_total = 0, recv_total = 0;
+  for (int64_t c : send_counts) send_total += c;
+  for (int64_t c : recv_counts) recv_total += c;
+  // Gloo wants each buffer's length to equal the sum of its splits.
+  at::Tensor send_view = send.narrow(0, 0, send_total);
+  at::Tensor recv_view = recv.narrow(0, 0, recv_total);
+  std::vector<int64_t> out_splits = recv_counts;
+  std::vector<int64_t> in_splits = send_counts;
+  return Collective("alltoall", [&] {
+    return pg.alltoall_base(recv_view, send_view, out_splits, in_splits);
+  });
+}
+
+absl::Status CheckRanksAgree(c10d::ProcessGroup& pg, uint64_t fingerprint, const std::string& what) {
+  auto all = AllgatherStrings(pg, std::to_string(fingerprint));
+  if (!all.ok()) return all.status();
+  for (int r = 1; r < pg.getSize(); ++r) {
+    if ((*all)[r] != (*all)[0]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("ranks disagree on the ", what, ": rank 0 and rank ", r, " passed different values"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardlight::sharded

@@ -1,0 +1,43 @@
+// Thin, status-returning wrappers over the c10d collectives the sharded code
+// uses. c10d reports failures (timeouts, a peer that closed its connection) by
+// throwing from Work::wait(); here they become absl::Status values that name
+// the operation, so callers can return them on every rank.
+#ifndef SHARDLIGHT_SHARDED_COLLECTIVES_H_
+#define SHARDLIGHT_SHARDED_COLLECTIVES_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace shardlight::sharded {
+
+// Every rank contributes `mine`; every rank receives all ranks' strings in
+// rank order. Lengths may differ (two collectives: lengths, then bytes).
+absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg,
+                                                          const std::string& mine);
+
+// Variable-size all-to-all over raw bytes: rank r receives send_counts[r]
+// bytes from this rank's `send` (concatenated in rank order) and this rank
+// receives recv_counts[s] bytes from rank s into `recv`. Both tensors are
+// 1-d kByte; counts must agree pairwise across ranks (the caller computes both
+// from shared metadata).
+absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,
+                           const std::vector<int64_t>& send_counts, at::Tensor recv,
+                           const std::vector<int64_t>& recv_counts);
+
+// Fails on every rank, with the same message, unless all ranks passed the same
+// fingerprint. `what` names the thing compared ("reshard spec").
+absl::Status CheckRanksAgree(c10d::ProcessGroup& pg, uint64_t fingerprint, const std::string& what);
+
+// Waits for `work`, turning a thrown c10d error into Unavailable naming `op`.
+absl::Status WaitFor(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
+
+}  // namespace shardlight::sharded
+
+#endif  // SHARDLIGHT_SHARDED_COLLECTIVES_H_

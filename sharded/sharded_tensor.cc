@@ -1,0 +1,318 @@
+#include "sharded/sharded_tensor.h"
+
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "sharded/collectives.h"
+#include "sharded/status_macros.h"
+
+namespace shardlight::sharded {
+namespace {
+
+at::TensorOptions OptionsFor(const TensorProperties& p) {
+  return at::TensorOptions().dtype(p.dtype).layout(p.layout);
+}
+
+// Checks one local shard's tensor against its metadata; `what` names it.
+absl::Status CheckLocalShard(const Shard& shard, const std::string& what, int rank,
+                             const TensorProperties* expected) {
+  const ShardMetadata& m = shard.metadata;
+  if (!shard.tensor.defined()) return absl::InvalidArgumentError(absl::StrCat(what, " has no tensor"));
+  if (m.placement.rank != rank) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " is placed on ", m.placement.ToString(),
+                                                   " but was given to rank ", rank));
+  }
+  const std::vector<int64_t> tensor_sizes = shard.tensor.sizes().vec();
+  if (tensor_sizes != m.sizes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": tensor sizes ", ShapeToString(tensor_sizes),
+                                                   " differ from its metadata sizes ", ShapeToString(m.sizes)));
+  }
+  const bool on_cuda = shard.tensor.device().is_cuda();
+  if (on_cuda != (m.placement.device == DeviceKind::kCuda)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": tensor is on ", shard.tensor.device().str(),
+                                                   " but its placement is ", m.placement.ToString()));
+  }
+  if (expected != nullptr) {
+    if (shard.tensor.scalar_type() != expected->dtype) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": dtype ", c10::toString(shard.tensor.scalar_type()),
+                                                     " differs from the tensor's ", c10::toString(expected->dtype)));
+    }
+    if (shard.tensor.requires_grad() != expected->requires_grad) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": requires_grad=", shard.tensor.requires_grad(),
+                                                     " differs from the tensor's ", expected->requires_grad));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// --- The metadata each rank contributes to InitFromLocalShards, as text:
+//   "ok" | "error:<message>"
+//   <global sizes>
+//   <dtype> <requires_grad> <layout> <memory_format>
+//   one line per shard: <offsets>;<sizes>;<placement>
+std::string JoinInts(const std::vector<int64_t>& v) { return absl::StrJoin(v, ","); }
+
+bool SplitInts(absl::string_view text, std::vector<int64_t>* out) {
+  out->clear();
+  if (text.empty()) return true;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t v;
+    if (!absl::SimpleAtoi(part, &v)) return false;
+    out->push_back(v);
+  }
+  return true;
+}
+
+std::string EncodeLocal(const absl::Status& local_error, const std::vector<int64_t>& global_sizes,
+                        const TensorProperties& props, const std::vector<Shard>& shards) {
+  if (!local_error.ok()) return absl::StrCat("error:", local_error.message());
+  std::string out = absl::StrCat("ok\n", JoinInts(global_sizes), "\n", static_cast<int>(props.dtype), " ",
+                                 props.requires_grad ? 1 : 0, " ", static_cast<int>(props.layout), " ",
+                                 static_cast<int>(props.memory_format), "\n");
+  for (const Shard& s : shards) {
+    absl::StrAppend(&out, JoinInts(s.metadata.offsets), ";", JoinInts(s.metadata.sizes), ";",
+                    s.metadata.placement.ToString(), "\n");
+  }
+  return out;
+}
+
+struct RankContribution {
+  std::vector<int64_t> global_sizes;
+  TensorProperties props;
+  bool has_props = false;  // false when the rank holds no shard to take them from
+  std::vector<ShardMetadata> shards;
+};
+
+absl::StatusOr<RankContribution> DecodeLocal(const std::string& text) {
+  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
+  if (lines.size() < 3 || lines[0] != "ok") return absl::InternalError("malformed shard exchange payload");
+  RankContribution c;
+  if (!SplitInts(lines[1], &c.global_sizes)) return absl::InternalError("malformed global sizes");
+  std::vector<std::string> p = absl::StrSplit(lines[2], ' ');
+  int v[4];
+  if (p.size() != 4 || !absl::SimpleAtoi(p[0], &v[0]) || !absl::SimpleAtoi(p[1], &v[1]) ||
+      !absl::SimpleAtoi(p[2], &v[2]) || !absl::SimpleAtoi(p[3], &v[3])) {
+    return absl::InternalError("malformed tensor properties");
+  }
+  c.props = {static_cast<c10::ScalarType>(v[0]), v[1] != 0, static_cast<c10::Layout>(v[2]),
+             static_cast<c10::MemoryFormat>(v[3])};
+  for (size_t i = 3; i < lines.size(); ++i) {
+    std::vector<std::string> f = absl::StrSplit(lines[i], ';');
+    ShardMetadata m;
+    if (f.size() != 3 || !SplitInts(f[0], &m.offsets) || !SplitInts(f[1], &m.sizes)) {
+      return absl::InternalError("malformed shard line");
+    }
+    SL_ASSIGN_OR_RETURN(m.placement, ParsePlacement(f[2]));
+    c.shards.push_back(std::move(m));
+  }
+  c.has_props = !c.shards.empty();
+  return c;
+}
+
+
+// Every shard of `metadata` as an exchange box; this rank's carry `local`'s
+// tensors (which are this rank's shards in metadata order).
+std::vector<Box> BoxesOf(const ShardedTensorMetadata& metadata, const std::vector<Shard>& local, int rank) {
+  std::vector<Box> boxes;
+  size_t next = 0;
+  for (const ShardMetadata& m : metadata.shards) {
+    Box b{m.placement.rank, m.offsets, m.sizes, at::Tensor()};
+    if (m.placement.rank == rank) b.tensor = local[next++].tensor;
+    boxes.push_back(std::move(b));
+  }
+  return boxes;
+}
+
+// Fills freshly allocated shards of `target` from `sources`, then wraps them.
+absl::StatusOr<ShardedTensor> ExchangeInto(c10d::ProcessGroup& pg, ShardedTensor::ProcessGroupPtr pg_ptr,
+                                           const std::vector<Box>& sources, ShardedTensorMetadata target,
+                                           std::optional<ShardingSpec> spec, ExchangeStats* stats) {
+  std::vector<Shard> shards = AllocateLocalShards(target, pg.getRank());
+  SL_RETURN_IF_ERROR(
+      ExchangeBoxes(pg, target.properties.dtype, sources, BoxesOf(target, shards, pg.getRank()), stats));
+  for (Shard& s : shards) s.tensor.set_requires_grad(target.properties.requires_grad);
+  return ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), std::move(target),
+                                                              std::move(pg_ptr), std::move(spec));
+}
+
+}  // namespace
+
+std::vector<Shard> AllocateLocalShards(const ShardedTensorMetadata& metadata, int rank) {
+  std::vector<Shard> shards;
+  for (int i : metadata.ShardsOnRank(rank)) {
+    const ShardMetadata& m = metadata.shards[i];
+    at::Tensor t = at::empty(m.sizes, OptionsFor(metadata.properties).device(m.placement.DeviceString()));
+    shards.push_back({t, m});
+  }
+  return shards;
+}
+
+absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShardsAndGlobalMetadata(
+    std::vector<Shard> local_shards, ShardedTensorMetadata metadata, ProcessGroupPtr pg,
+    std::optional<ShardingSpec> spec) {
+  if (!pg) return absl::InvalidArgumentError("no process group");
+  SL_RETURN_IF_ERROR(metadata.Validate());
+  const int rank = pg->getRank();
+  for (size_t i = 0; i < metadata.shards.size(); ++i) {
+    if (metadata.shards[i].placement.rank >= pg->getSize()) {
+      return absl::InvalidArgumentError(absl::StrCat("shard ", i, " is placed on ",
+                                                     metadata.shards[i].placement.ToString(),
+                                                     " but the process group has ", pg->getSize(), " ranks"));
+    }
+  }
+  const std::vector<int> mine = metadata.ShardsOnRank(rank);
+  if (mine.size() != local_shards.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " was given ", local_shards.size(),
+                                                   " local shards; the metadata places ", mine.size(), " on it"));
+  }
+  for (size_t i = 0; i < mine.size(); ++i) {
+    const std::string what = absl::StrCat("local shard ", i);
+    SL_RETURN_IF_ERROR(CheckLocalShard(local_shards[i], what, rank, &metadata.properties));
+    if (!(local_shards[i].metadata == metadata.shards[mine[i]])) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " (", local_shards[i].metadata.ToString(),
+                                                     ") differs from the global metadata's shard ", mine[i], " (",
+                                                     metadata.shards[mine[i]].ToString(), ")"));
+    }
+  }
+  ShardedTensor st;
+  st.metadata_ = std::move(metadata);
+  st.local_shards_ = std::move(local_shards);
+  st.pg_ = std::move(pg);
+  st.spec_ = std::move(spec);
+  return st;
+}
+
+absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShards(std::vector<Shard> local_shards,
+                                                                 const std::vector<int64_t>& global_sizes,
+                                                                 ProcessGroupPtr pg) {
+  if (!pg) return absl::InvalidArgumentError("no process group");
+  const int rank = pg->getRank();
+  // Step 1: local checks. A failing rank still joins the exchange so that
+  // every rank learns about it instead of waiting for it.
+  absl::Status local;
+  TensorProperties props;
+  for (size_t i = 0; i < local_shards.size() && local.ok(); ++i) {
+    const Shard& s = local_shards[i];
+    if (i == 0 && s.tensor.defined()) {
+      props = {s.tensor.scalar_type(), s.tensor.requires_grad(), s.tensor.layout(),
+               s.tensor.is_contiguous() ? c10::MemoryFormat::Contiguous : c10::MemoryFormat::Preserve};
+    }
+    local = CheckLocalShard(s, absl::StrCat("local shard ", i), rank, i == 0 ? nullptr : &props);
+  }
+  // Step 2: every rank gets every rank's metadata (or error).
+  SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                      AllgatherStrings(*pg, EncodeLocal(local, global_sizes, props, local_shards)));
+  // Step 3: the same checks, on the same data, on every rank.
+  for (int r = 0; r < pg->getSize(); ++r) {
+    if (absl::StartsWith(all[r], "error:")) {
+      return absl::InvalidArgumentError(absl::StrCat("rank ", r, ": ", all[r].substr(6)));
+    }
+  }
+  ShardedTensorMetadata metadata;
+  int props_rank = -1;
+  for (int r = 0; r < pg->getSize(); ++r) {
+    SL_ASSIGN_OR_RETURN(RankContribution c, DecodeLocal(all[r]));
+    if (c.global_sizes != global_sizes) {
+      return absl::InvalidArgumentError(absl::StrCat("ranks disagree on the global sizes: rank ", r, " passed ",
+                                                     ShapeToString(c.global_sizes), ", rank ", rank, " passed ",
+                                                     ShapeToString(global_sizes)));
+    }
+    if (c.has_props) {
+      if (props_rank < 0) {
+        metadata.properties = c.props;
+        props_rank = r;
+      } else if (c.props.dtype != metadata.properties.dtype) {
+        return absl::InvalidArgumentError(absl::StrCat("dtype differs between ranks: rank ", props_rank, " has ",
+                                                       c10::toString(metadata.properties.dtype), ", rank ", r,
+                                                       " has ", c10::toString(c.props.dtype)));
+      } else if (c.props.requires_grad != metadata.properties.requires_grad) {
+        return absl::InvalidArgumentError(absl::StrCat("requires_grad differs between ranks: rank ", props_rank,
+                                                       " has ", metadata.properties.requires_grad, ", rank ", r,
+                                                       " has ", c.props.requires_grad));
+      }
+    }
+    for (auto& s : c.shards) metadata.shards.push_back(std::move(s));
+  }
+  metadata.sizes = global_sizes;
+  metadata.properties.memory_format = c10::MemoryFormat::Contiguous;
+  SL_RETURN_IF_ERROR(metadata.Validate());
+  ShardedTensor st;
+  st.metadata_ = std::move(metadata);
+  st.local_shards_ = std::move(local_shards);
+  st.pg_ = std::move(pg);
+  return st;
+}
+
+std::vector<Box> ShardedTensor::SourceBoxes() const {
+  return BoxesOf(metadata_, local_shards_, pg_->getRank());
+}
+
+absl::StatusOr<std::optional<at::Tensor>> ShardedTensor::Gather(int dst) const {
+  if (dst < 0 || dst >= pg_->getSize()) {
+    return absl::InvalidArgumentError(absl::StrCat("gather destination rank ", dst, " is outside the group of ",
+                                                   pg_->getSize()));
+  }
+  std::optional<at::Tensor> full;
+  Box dest{dst, std::vector<int64_t>(sizes().size(), 0), sizes(), at::Tensor()};
+  if (pg_->getRank() == dst) {
+    full = at::empty(sizes(), OptionsFor(metadata_.properties));
+    dest.tensor = *full;
+  }
+  SL_RETURN_IF_ERROR(ExchangeBoxes(*pg_, dtype(), SourceBoxes(), {dest}));
+  return full;
+}
+
+absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
+  at::Tensor full = at::empty(sizes(), OptionsFor(metadata_.properties));
+  std::vector<Box> dests;
+  for (int r = 0; r < pg_->getSize(); ++r) {
+    dests.push_back({r, std::vector<int64_t>(sizes().size(), 0), sizes(),
+                     r == pg_->getRank() ? full : at::Tensor()});
+  }
+  SL_RETURN_IF_ERROR(ExchangeBoxes(*pg_, dtype(), SourceBoxes(), dests));
+  return full;
+}
+
+absl::StatusOr<ShardedTensor> ShardedTensor::Reshard(const ShardingSpec& spec, ExchangeStats* stats) const {
+  SL_ASSIGN_OR_RETURN(ShardedTensorMetadata target,
+                      BuildMetadata(spec, sizes(), metadata_.properties, pg_->getSize()));
+  SL_RETURN_IF_ERROR(CheckRanksAgree(*pg_, target.Fingerprint(), "reshard target layout"));
+  return ExchangeInto(*pg_, pg_, SourceBoxes(), std::move(target), spec, stats);
+}
+
+absl::StatusOr<ShardedTensor> ShardedTensor::Scatter(const at::Tensor& full, int src, const ShardingSpec& spec,
+                                                     const std::vector<int64_t>& global_sizes,
+                                                     const TensorProperties& properties, ProcessGroupPtr pg) {
+  if (!pg) return absl::InvalidArgumentError("no process group");
+  if (src < 0 || src >= pg->getSize()) {
+    return absl::InvalidArgumentError(absl::StrCat("scatter source rank ", src, " is outside the group of ",
+                                                   pg->getSize()));
+  }
+  SL_ASSIGN_OR_RETURN(ShardedTensorMetadata target, BuildMetadata(spec, global_sizes, properties, pg->getSize()));
+  // The source's tensor is checked on the source, and the verdict shared, so
+  // a wrong tensor fails every rank rather than leaving peers waiting.
+  std::string verdict = "ok";
+  if (pg->getRank() == src) {
+    if (!full.defined() || full.sizes().vec() != global_sizes) {
+      verdict = absl::StrCat("scatter source tensor has sizes ",
+                             full.defined() ? ShapeToString(full.sizes().vec()) : "(undefined)", ", want ",
+                             ShapeToString(global_sizes));
+    } else if (full.scalar_type() != properties.dtype) {
+      verdict = absl::StrCat("scatter source tensor has dtype ", c10::toString(full.scalar_type()), ", want ",
+                             c10::toString(properties.dtype));
+    }
+  }
+  SL_ASSIGN_OR_RETURN(std::vector<std::string> verdicts, AllgatherStrings(*pg, verdict));
+  if (verdicts[src] != "ok") return absl::InvalidArgumentError(absl::StrCat("rank ", src, ": ", verdicts[src]));
+  SL_RETURN_IF_ERROR(CheckRanksAgree(*pg, target.Fingerprint(), "scatter target layout"));
+  Box source{src, std::vector<int64_t>(global_sizes.size(), 0), global_sizes,
+             pg->getRank() == src ? full : at::Tensor()};
+  c10d::ProcessGroup& group = *pg;
+  return ExchangeInto(group, std::move(pg), {source}, std::move(target), spec, nullptr);
+}
+
+}  // namespace shardlight::sharded

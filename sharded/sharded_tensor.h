@@ -1,0 +1,96 @@
+// ShardedTensor: a global tensor split into shards across the ranks of a
+// c10d::ProcessGroup; each rank holds only its own shards.
+//
+// The same code runs on Gloo threads (the simulator), Gloo processes and NCCL.
+// Collective entry points (InitFromLocalShards, Gather, FullTensor, Reshard,
+// the factories in factories.h) must be called by every rank of the group;
+// they return the same error on every rank for inconsistent input, and
+// Unavailable naming the collective when the group fails (a peer died, a
+// timeout) -- never a hang beyond the group's timeout.
+#ifndef SHARDLIGHT_SHARDED_SHARDED_TENSOR_H_
+#define SHARDLIGHT_SHARDED_SHARDED_TENSOR_H_
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sharded/box_exchange.h"
+#include "sharded/shard_metadata.h"
+#include "sharded/sharding_spec.h"
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace shardlight::sharded {
+
+// One local piece of a ShardedTensor: the data and where it sits globally.
+struct Shard {
+  at::Tensor tensor;
+  ShardMetadata metadata;
+};
+
+class ShardedTensor {
+ public:
+  using ProcessGroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
+
+  // Collective. Ranks exchange their local shard metadata and validate the
+  // whole: every rank gets the same InvalidArgument when a local tensor does
+  // not match its metadata, a shard is placed on another rank, dtypes or
+  // requires_grad differ between ranks, global sizes differ, or the shards
+  // overlap or leave a gap.
+  static absl::StatusOr<ShardedTensor> InitFromLocalShards(std::vector<Shard> local_shards,
+                                                           const std::vector<int64_t>& global_sizes,
+                                                           ProcessGroupPtr pg);
+
+  // No communication: checks `metadata` (Validate, ranks within the group)
+  // and that this rank's shards are exactly its shards in `metadata`, in
+  // order; trusts the caller that the other ranks agree. `spec` is recorded
+  // when the metadata came from one.
+  static absl::StatusOr<ShardedTensor> InitFromLocalShardsAndGlobalMetadata(
+      std::vector<Shard> local_shards, ShardedTensorMetadata metadata, ProcessGroupPtr pg,
+      std::optional<ShardingSpec> spec = std::nullopt);
+
+  // Collective. Shards `full` (significant on `src` only; ignored elsewhere)
+  // by `spec`. Only the bytes each rank owns are sent to it.
+  static absl::StatusOr<ShardedTensor> Scatter(const at::Tensor& full, int src,
+                                               const ShardingSpec& spec,
+                                               const std::vector<int64_t>& global_sizes,
+                                               const TensorProperties& properties,
+                                               ProcessGroupPtr pg);
+
+  ShardedTensor() = default;
+
+  const std::vector<Shard>& local_shards() const { return local_shards_; }
+  std::vector<Shard>& local_shards() { return local_shards_; }
+  const ShardedTensorMetadata& metadata() const { return metadata_; }
+  const std::vector<int64_t>& sizes() const { return metadata_.sizes; }
+  c10::ScalarType dtype() const { return metadata_.properties.dtype; }
+  // The spec the tensor was built from, if it was built from one.
+  const std::optional<ShardingSpec>& sharding_spec() const { return spec_; }
+  const ProcessGroupPtr& process_group() const { return pg_; }
+
+  // Collective. The full tensor on rank `dst`; std::nullopt on other ranks.
+  absl::StatusOr<std::optional<at::Tensor>> Gather(int dst) const;
+  // Collective. The full tensor on every rank.
+  absl::StatusOr<at::Tensor> FullTensor() const;
+  // Collective. The same global values laid out by `spec`; each element moves
+  // at most once, and not at all when its owner does not change.
+  absl::StatusOr<ShardedTensor> Reshard(const ShardingSpec& spec, ExchangeStats* stats = nullptr) const;
+
+ private:
+  // This rank's shards as exchange sources; every other shard without data.
+  std::vector<Box> SourceBoxes() const;
+
+  ShardedTensorMetadata metadata_;
+  std::vector<Shard> local_shards_;
+  ProcessGroupPtr pg_;
+  std::optional<ShardingSpec> spec_;
+};
+
+// Uninitialised tensors for every shard of `metadata` placed on `rank`.
+std::vector<Shard> AllocateLocalShards(const ShardedTensorMetadata& metadata, int rank);
+
+}  // namespace shardlight::sharded
+
+#endif  // SHARDLIGHT_SHARDED_SHARDED_TENSOR_H_
