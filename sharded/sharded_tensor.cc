@@ -1,5 +1,8 @@
 #include "sharded/sharded_tensor.h"
 
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -212,14 +215,20 @@ absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShards(std::vector<Sha
       return absl::InvalidArgumentError(absl::StrCat("rank ", r, ": ", all[r].substr(6)));
     }
   }
-  ShardedTensorMetadata metadata;
-  int props_rank = -1;
+  std::vector<RankContribution> contributions;
   for (int r = 0; r < pg->getSize(); ++r) {
     SL_ASSIGN_OR_RETURN(RankContribution c, DecodeLocal(all[r]));
-    if (c.global_sizes != global_sizes) {
-      return absl::InvalidArgumentError(absl::StrCat("ranks disagree on the global sizes: rank ", r, " passed ",
-                                                     ShapeToString(c.global_sizes), ", rank ", rank, " passed ",
-                                                     ShapeToString(global_sizes)));
+    contributions.push_back(std::move(c));
+  }
+  ShardedTensorMetadata metadata;
+  metadata.sizes = contributions[0].global_sizes;
+  int props_rank = -1;
+  for (int r = 0; r < pg->getSize(); ++r) {
+    RankContribution& c = contributions[r];
+    if (c.global_sizes != metadata.sizes) {
+      return absl::InvalidArgumentError(absl::StrCat("ranks disagree on the global sizes: rank 0 passed ",
+                                                     ShapeToString(metadata.sizes), ", rank ", r, " passed ",
+                                                     ShapeToString(c.global_sizes)));
     }
     if (c.has_props) {
       if (props_rank < 0) {
@@ -237,7 +246,6 @@ absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShards(std::vector<Sha
     }
     for (auto& s : c.shards) metadata.shards.push_back(std::move(s));
   }
-  metadata.sizes = global_sizes;
   metadata.properties.memory_format = c10::MemoryFormat::Contiguous;
   SL_RETURN_IF_ERROR(metadata.Validate());
   ShardedTensor st;
@@ -266,14 +274,63 @@ absl::StatusOr<std::optional<at::Tensor>> ShardedTensor::Gather(int dst) const {
   return full;
 }
 
+// FullTensor is an allgather of each rank's shards packed into equal,
+// padded slots. When shard r is the row block starting at row r * slot_rows
+// (a dim-0 chunk spec, uneven or not), the slots laid end to end *are* the
+// full tensor, so the gathered bytes land in place with no unpacking.
 absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
-  at::Tensor full = at::empty(sizes(), OptionsFor(metadata_.properties));
-  std::vector<Box> dests;
-  for (int r = 0; r < pg_->getSize(); ++r) {
-    dests.push_back({r, std::vector<int64_t>(sizes().size(), 0), sizes(),
-                     r == pg_->getRank() ? full : at::Tensor()});
+  at::NoGradGuard no_grad;
+  const int w = pg_->getSize();
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype()));
+  std::vector<int64_t> rank_elems(w, 0);
+  for (const ShardMetadata& m : metadata_.shards) rank_elems[m.placement.rank] += m.NumElements();
+  const int64_t slot = std::max<int64_t>(1, *std::max_element(rank_elems.begin(), rank_elems.end()));
+  const int64_t total = metadata_.NumElements();
+  int64_t row = 1;  // elements per dim-0 row
+  for (size_t d = 1; d < sizes().size(); ++d) row *= sizes()[d];
+  bool in_place = !sizes().empty() && row > 0 && slot % row == 0;
+  for (const ShardMetadata& m : metadata_.shards) {
+    if (!in_place) break;
+    for (size_t d = 1; d < sizes().size(); ++d) in_place = in_place && m.sizes[d] == sizes()[d];
+    in_place = in_place && (m.NumElements() == 0 || m.offsets[0] * row == m.placement.rank * slot) &&
+               metadata_.ShardsOnRank(m.placement.rank).size() == 1;
   }
-  SL_RETURN_IF_ERROR(ExchangeBoxes(*pg_, dtype(), SourceBoxes(), dests));
+  at::TensorOptions options = OptionsFor(metadata_.properties);
+  at::Tensor slots = at::empty({static_cast<int64_t>(w) * slot}, options);
+  // Step 1: this rank's shards, packed into its slot (metadata order); a
+  // single contiguous shard that fills the slot is sent as it is.
+  at::Tensor mine;
+  if (local_shards_.size() == 1 && local_shards_[0].tensor.is_contiguous() &&
+      local_shards_[0].tensor.numel() == slot) {
+    mine = local_shards_[0].tensor.view({slot});
+  } else {
+    mine = at::empty({slot}, options);
+    int64_t pos = 0;
+    for (const Shard& s : local_shards_) {
+      const int64_t n = s.tensor.numel();
+      mine.narrow(0, pos, n).view(s.tensor.sizes()).copy_(s.tensor);
+      pos += n;
+    }
+  }
+  // Step 2: one allgather of equal-size byte slots.
+  auto bytes = [&](const at::Tensor& t) {
+    return at::from_blob(t.data_ptr(), {t.numel() * elem}, at::TensorOptions().dtype(at::kByte));
+  };
+  std::vector<at::Tensor> in = {bytes(mine)};
+  std::vector<std::vector<at::Tensor>> out(1);
+  for (int r = 0; r < w; ++r) out[0].push_back(bytes(slots.narrow(0, r * slot, slot)));
+  SL_RETURN_IF_ERROR(WaitFor(pg_->allgather(out, in), "allgather"));
+  if (in_place) return slots.narrow(0, 0, total).view(sizes());
+  // Step 3: otherwise copy each shard out of its owner's slot.
+  at::Tensor full = at::empty(sizes(), options);
+  const std::vector<int64_t> origin(sizes().size(), 0);
+  std::vector<int64_t> cursor(w, 0);
+  for (const ShardMetadata& m : metadata_.shards) {
+    const int r = m.placement.rank;
+    const int64_t n = m.NumElements();
+    RegionView(full, origin, m.offsets, m.sizes).copy_(slots.narrow(0, r * slot + cursor[r], n).view(m.sizes));
+    cursor[r] += n;
+  }
   return full;
 }
 

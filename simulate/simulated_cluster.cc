@@ -99,6 +99,10 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
       options->devices.push_back(shared_->device);
       options->threads = options_.threads_per_rank;
       ctx.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(run_store, rank, world_size_, options);
+      // Gloo finishes connecting pairs lazily; without this barrier a rank
+      // whose body needs no communication can close its group while a peer
+      // is still handshaking ("Connection closed by peer").
+      ctx.pg->barrier()->wait();
       status = body(ctx);
     } catch (const std::exception& e) {
       status = absl::InternalError(DescribeException(e));

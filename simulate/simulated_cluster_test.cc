@@ -185,6 +185,17 @@ TEST(SimulatedClusterTest, SlowRankTurnsIntoTimeoutNotHang) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
 }
 
+// Ranks that never communicate must not break a slower peer's setup: run
+// many times so a race between one rank's teardown and another's connection
+// handshake would show.
+TEST(SimulatedClusterTest, RanksWithoutCommunicationFinishCleanly) {
+  SimulatedCluster cluster(4, FastOptions());
+  for (int i = 0; i < 30; ++i) {
+    auto ranks = cluster.Run([](RankContext& ctx) { return ctx.rank; });
+    ASSERT_TRUE(ranks.ok()) << "run " << i << ": " << ranks.status();
+  }
+}
+
 TEST(SimulatedClusterTest, RejectsBadWorldSize) {
   for (int w : {0, -1, 65}) {
     SimulatedCluster cluster(w);

@@ -1,0 +1,93 @@
+// The global index of a checkpoint (index.json, written by rank 0 last): the
+// format version, the world size at save, and for every key whether it is
+// dense or sharded, its global shape and dtype, and every shard with its box,
+// file, entry, absolute byte range and per-block CRC32C checksums.
+//
+// ParseIndex is the one gate an index passes before it is used: a newer
+// format version is FailedPrecondition; any other inconsistency (bad key or
+// file name, unknown dtype, shards that overlap or leave a gap, byte ranges
+// outside their file or overlapping each other, checksum counts that do not
+// match) is InvalidArgument naming the key. See FORMAT.md.
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_INDEX_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_INDEX_H_
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sharded/shard_metadata.h"
+
+namespace shardlight::sharded::checkpoint {
+
+constexpr int64_t kFormatVersion = 1;
+constexpr char kIndexFileName[] = "index.json";
+// An index larger than this is refused before it is read.
+constexpr int64_t kMaxIndexBytes = int64_t{256} << 20;
+
+struct IndexFile {
+  std::string name;  // plain name inside the checkpoint directory
+  int rank = 0;      // the rank that wrote it
+  int64_t bytes = 0;         // the file's size
+  int64_t header_bytes = 0;  // its safetensors header length N
+};
+
+struct IndexShard {
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+  int rank = 0;       // owner at save
+  std::string file;   // an IndexFile name
+  std::string entry;  // the entry name in that file's header
+  int64_t begin = 0;  // absolute byte range in the file
+  int64_t end = 0;
+  std::vector<uint32_t> block_crcs;  // CRC32C of each block_bytes block of [begin, end)
+
+  int64_t NumElements() const;
+};
+
+struct IndexTensor {
+  std::string key;
+  bool sharded = false;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> shape;
+  std::vector<IndexShard> shards;  // one covering the whole tensor when dense
+
+  // The shards as ShardedTensorMetadata (placements on their save ranks).
+  ShardedTensorMetadata Metadata() const;
+};
+
+struct CheckpointIndex {
+  int64_t version = kFormatVersion;
+  int world_size = 1;
+  std::string generation;  // unique per save; part of every data file name
+  int64_t block_bytes = 0;
+  std::vector<IndexFile> files;
+  std::vector<IndexTensor> tensors;  // state dict order
+
+  // nullptr when absent. Valid after ParseIndex or Reindex.
+  const IndexTensor* Find(const std::string& key) const;
+  const IndexFile* FindFile(const std::string& name) const;
+  void Reindex();
+
+ private:
+  std::unordered_map<std::string, size_t> tensor_index_;
+  std::unordered_map<std::string, size_t> file_index_;
+};
+
+// Number of checksum blocks of an entry of `bytes` bytes.
+inline int64_t NumBlocks(int64_t bytes, int64_t block_bytes) { return (bytes + block_bytes - 1) / block_bytes; }
+
+std::string SerializeIndex(const CheckpointIndex& index);
+
+// `display_name` names the index in errors (its path).
+absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::string& display_name);
+
+// Every check ParseIndex makes after decoding the JSON.
+absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& display_name);
+
+}  // namespace shardlight::sharded::checkpoint
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_INDEX_H_

@@ -1,0 +1,32 @@
+// Which state-dict keys and data-file names a checkpoint accepts.
+//
+// Keys are stored inside files, never used as paths, yet a key such as
+// "../x" or "a/b" is refused at save and at load: tools that derive paths
+// from keys (consolidation into per-key files, other readers) must never be
+// steered outside the checkpoint directory. File names in an index must be
+// plain names in the checkpoint directory itself.
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_NAMES_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_NAMES_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace shardlight::sharded::checkpoint {
+
+// InvalidArgument quoting the key when it is empty, longer than 1024 bytes,
+// or holds '/', '\', "..", or a control character.
+absl::Status ValidateKey(absl::string_view key);
+
+// InvalidArgument quoting the name unless it is 1-255 characters of
+// [A-Za-z0-9._-] not starting with '.' (so never "." or "..", never hidden).
+absl::Status ValidateFileName(absl::string_view name);
+
+// A name quoted for messages: printable ASCII kept, the rest \xNN, at most
+// 200 characters.
+std::string Quote(absl::string_view text);
+
+}  // namespace shardlight::sharded::checkpoint
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_NAMES_H_
