@@ -1,0 +1,28 @@
+#include "lightning/lightning_module.h"
+
+#include <cstdlib>
+#include <iostream>
+#include <utility>
+
+namespace shardlight::lightning {
+
+LightningModule::LightningModule(std::string name, const FeatureDecision& gate)
+    : ShardedModule(std::move(name), gate) {
+  if (!gate.sharded_supported) {
+    // A debug line only: the reason stays available as gate().reason.
+    if (const char* debug = std::getenv("SHARDLIGHT_DEBUG"); debug != nullptr && *debug != '\0') {
+      std::cerr << "shardlight: " << this->name() << ": ShardedTensor state-dict hooks not registered: "
+                << gate.reason << "\n";
+    }
+    return;
+  }
+  // Plain functions of (module, dict, prefix): the hooks hold no reference
+  // to this module, so registering them cannot keep it alive.
+  state_dict_hook_ = AddStateDictHook(&AddShardedMembersToStateDict);
+  load_pre_hook_ = AddLoadPreHook(&RestoreShardedMembersBeforeLoad);
+  hooks_registered_ = true;
+}
+
+absl::Status LightningModule::ConfigureShardedModel(const ShardedContext&) { return absl::OkStatus(); }
+
+}  // namespace shardlight::lightning
