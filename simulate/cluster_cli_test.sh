@@ -8,6 +8,11 @@ out=$("$bin" --world_size=3 --steps=2 2>&1) || fail "default scenario exited $?:
 grep -q "collectives: 3 ranks" <<<"$out" || fail "no report header in: $out"
 [ "$(grep -cE '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$out")" -eq 3 ] || fail "want 3 rank rows: $out"
 
+gate=$("$bin" --scenario=gate --world_size=2 2>&1) || fail "gate scenario exited $?: $gate"
+grep -qE "^this process \(real\) +1\.13\.0 +hooks" <<<"$gate" || fail "gate: real build row: $gate"
+grep -qE "^sim: ngc-21.07 +1\.10\.0a0\+ecc3718 +no hooks +gather,scatter" <<<"$gate" || fail "gate: NGC row: $gate"
+grep -q "all required collectives work" <<<"$gate" || fail "gate: probe line: $gate"
+
 help=$("$bin" --help 2>&1)
 grep -q -- "--world_size" <<<"$help" || fail "--help does not list --world_size"
 grep -q "collectives:" <<<"$help" || fail "--help does not list the scenarios"

@@ -1,4 +1,5 @@
 #include "simulate/collectives_scenario.h"
+#include "simulate/gate_scenario.h"
 #include "simulate/scenario.h"
 
 namespace shardlight::simulate {
@@ -7,6 +8,8 @@ const std::vector<Scenario>& AllScenarios() {
   static const auto* scenarios = new std::vector<Scenario>{
       {"collectives", "allreduce/allgather/broadcast on every rank, values checked, time per rank",
        &RunCollectivesScenario},
+      {"gate", "the feature gate's decision for this build beside NGC-style simulated builds, and the probe",
+       &RunGateScenario},
   };
   return *scenarios;
 }
