@@ -1,5 +1,6 @@
 #include "simulate/simulated_cluster.h"
 
+#include <signal.h>
 #include <sys/resource.h>
 
 #include <atomic>
@@ -54,6 +55,11 @@ struct SimulatedCluster::Shared {
 SimulatedCluster::SimulatedCluster(int world_size, ClusterOptions options)
     : world_size_(world_size), options_(options), shared_(std::make_unique<Shared>()) {
   RaiseOpenFileLimit();
+  // Gloo's TCP pairs can write to a peer that has just closed (a failed
+  // rank's group is torn down on purpose); without this the whole process
+  // dies of SIGPIPE instead of the write returning EPIPE. Python ignores
+  // SIGPIPE for PyTorch; a C++ process must do it itself.
+  signal(SIGPIPE, SIG_IGN);
 }
 
 SimulatedCluster::~SimulatedCluster() = default;

@@ -8,7 +8,8 @@
 // rank's process group is destroyed at once, so peers blocked in a collective
 // with it fail within milliseconds instead of waiting for the Gloo timeout, and
 // every other hang is bounded by the collective timeout. The cluster is
-// reusable after a failed run.
+// reusable after a failed run. Constructing one sets SIGPIPE to ignored for
+// the process (a write to a closed peer must fail, not kill the process).
 #ifndef SHARDLIGHT_SIMULATE_SIMULATED_CLUSTER_H_
 #define SHARDLIGHT_SIMULATE_SIMULATED_CLUSTER_H_
 
