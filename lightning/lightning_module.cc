@@ -25,4 +25,12 @@ LightningModule::LightningModule(std::string name, const FeatureDecision& gate)
 
 absl::Status LightningModule::ConfigureShardedModel(const ShardedContext&) { return absl::OkStatus(); }
 
+absl::StatusOr<at::Tensor> LightningModule::TrainingStep(const Batch&, const StepContext&) {
+  return absl::UnimplementedError(name() + " does not override LightningModule::TrainingStep");
+}
+
+std::unique_ptr<Optimizer> LightningModule::ConfigureOptimizers() {
+  return std::make_unique<Sgd>(TrainablesOf(*this), SgdOptions{});
+}
+
 }  // namespace shardlight::lightning

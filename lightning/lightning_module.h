@@ -14,10 +14,14 @@
 #define SHARDLIGHT_LIGHTNING_LIGHTNING_MODULE_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "lightning/feature_gate.h"
+#include "lightning/optimizer.h"
 #include "lightning/sharded_module.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -31,12 +35,34 @@ struct ShardedContext {
   uint64_t seed = 0;
 };
 
+// One training batch: the tensors a DataSource produced for a step.
+using Batch = std::vector<at::Tensor>;
+
+// What TrainingStep gets besides the batch.
+struct StepContext {
+  int64_t step = 0;  // 0-based global step
+  int rank = 0;
+  int world_size = 1;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+};
+
 class LightningModule : public ShardedModule {
  public:
   explicit LightningModule(std::string name = "LightningModule", const FeatureDecision& gate = ShardedFeature());
 
   // Creates sharded members; the default creates none.
   virtual absl::Status ConfigureShardedModel(const ShardedContext& ctx);
+
+  // This rank's part of the step's loss. The global loss is the sum over
+  // ranks: the Trainer sums dense gradients across ranks (so a data-parallel
+  // module that averages over its own batch divides by world_size), while
+  // gradients of sharded members stay on their rank. The default fails with
+  // Unimplemented: a module that is trained must override it.
+  virtual absl::StatusOr<at::Tensor> TrainingStep(const Batch& batch, const StepContext& ctx);
+
+  // The optimizer for TrainablesOf(*this); the default is Sgd with defaults.
+  // Called after ConfigureShardedModel, so sharded members are included.
+  virtual std::unique_ptr<Optimizer> ConfigureOptimizers();
 
   bool sharded_hooks_registered() const { return hooks_registered_; }
 

@@ -4,7 +4,27 @@ set -u
 bin="$1"
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
-out=$("$bin" --world_size=3 --steps=2 2>&1) || fail "default scenario exited $?: $out"
+# The main job as the README runs it: no flags.
+out=$("$bin" 2>&1) || fail "default run exited $?: $out"
+grep -q "phase 1: 4 ranks" <<<"$out" || fail "default run: no phase 1 table: $out"
+grep -q "phase 2: reloaded on 3 ranks" <<<"$out" || fail "default run: no phase 2 table: $out"
+grep -q "reloaded model equals saved: yes" <<<"$out" || fail "default run: reload check: $out"
+
+# A crash injected into phase 1 is reported, and the run resumes and finishes.
+out=$("$bin" --world_size=3 --steps=6 --fault=crash:rank=1,step=2 2>&1) || fail "fault run exited $?: $out"
+grep -q "rank 1: injected crash of rank 1 after step 2" <<<"$out" || fail "fault run: crash not reported: $out"
+grep -q "reloaded model equals saved: yes" <<<"$out" || fail "fault run: reload check: $out"
+
+out=$("$bin" --scenario=faults --world_size=3 --steps=4 2>&1) || fail "faults scenario exited $?: $out"
+[ "$(grep -c "resumed from step" <<<"$out")" -eq 3 ] || fail "faults: want 3 resumes: $out"
+grep -q "completed despite the delay" <<<"$out" || fail "faults: delay row: $out"
+
+out=$("$bin" --scenario=reshard --world_size=5 2>&1) || fail "reshard exited $?: $out"
+grep -q "moved at most once, and only when its owner changed: yes" <<<"$out" || fail "reshard: $out"
+out=$("$bin" --scenario=roundtrip --world_size=3 2>&1) || fail "roundtrip exited $?: $out"
+grep -q "loaded model equals saved: yes" <<<"$out" || fail "roundtrip: $out"
+
+out=$("$bin" --scenario=collectives --world_size=3 --steps=2 2>&1) || fail "collectives exited $?: $out"
 grep -q "collectives: 3 ranks" <<<"$out" || fail "no report header in: $out"
 [ "$(grep -cE '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$out")" -eq 3 ] || fail "want 3 rank rows: $out"
 
@@ -30,4 +50,6 @@ expect_exit 2 "unknown --scenario='nope'" --scenario=nope
 expect_exit 2 "must be >= 1" --steps=0
 expect_exit 2 "bad value 'abc' for --world_size" --world_size=abc
 expect_exit 2 "unknown flag '--bogus'" --bogus=1
+expect_exit 2 "malformed fault plan \"crash:rank=1\"" --fault=crash:rank=1
+expect_exit 2 "names rank 5 but --world_size=2" --world_size=2 --fault=crash:rank=5,step=1
 echo PASS

@@ -9,15 +9,20 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "simulate/fault_plan.h"
 #include "simulate/scenario.h"
 #include "simulate/simulated_cluster.h"
 #include "simulate/strict_flags.h"
 
 ABSL_FLAG(int, world_size, 4, "number of thread-ranks, 1..64");
-ABSL_FLAG(std::string, scenario, "collectives", "which scenario to run (see --help)");
-ABSL_FLAG(int, steps, 10, "steps or rounds the scenario runs, >= 1");
+ABSL_FLAG(std::string, scenario, "train", "which scenario to run (see --help)");
+ABSL_FLAG(int, steps, 20, "steps or rounds the scenario runs, >= 1");
 ABSL_FLAG(uint64_t, seed, 1234, "seed for every random value the scenario draws");
 ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
+ABSL_FLAG(std::string, checkpoint_dir, "", "where the train scenario checkpoints (default: a temporary directory)");
+ABSL_FLAG(std::string, fault, "",
+          "train scenario: inject a fault plan, e.g. crash:rank=1,step=3, save-crash:rank=2,step=2, "
+          "delay:rank=0,step=2,ms=200, timeout:rank=1,step=3");
 
 namespace shardlight::simulate {
 namespace {
@@ -34,6 +39,8 @@ int Main() {
   options.steps = absl::GetFlag(FLAGS_steps);
   options.seed = absl::GetFlag(FLAGS_seed);
   options.collective_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.fault = absl::GetFlag(FLAGS_fault);
   const std::string name = absl::GetFlag(FLAGS_scenario);
 
   if (options.world_size < 1 || options.world_size > SimulatedCluster::kMaxWorldSize) {
@@ -48,6 +55,17 @@ int Main() {
   if (options.collective_timeout.count() <= 0) {
     std::cerr << "cluster: --timeout_ms must be > 0\n";
     return 2;
+  }
+  if (!options.fault.empty()) {
+    auto plan = ParseFaultPlan(options.fault);
+    if (!plan.ok()) {
+      std::cerr << "cluster: --fault: " << plan.status().message() << "\n";
+      return 2;
+    }
+    if (plan->rank >= options.world_size) {
+      std::cerr << "cluster: --fault names rank " << plan->rank << " but --world_size=" << options.world_size << "\n";
+      return 2;
+    }
   }
   for (const Scenario& s : AllScenarios()) {
     if (s.name != name) continue;

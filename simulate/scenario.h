@@ -19,6 +19,8 @@ struct ScenarioOptions {
   int steps = 10;
   uint64_t seed = 1234;
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
+  std::string checkpoint_dir;  // empty: a temporary directory, removed afterwards
+  std::string fault;           // a fault plan (fault_plan.h) for the train scenario; empty: none
 };
 
 struct Scenario {

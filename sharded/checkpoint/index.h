@@ -80,10 +80,18 @@ struct CheckpointIndex {
 // Number of checksum blocks of an entry of `bytes` bytes.
 inline int64_t NumBlocks(int64_t bytes, int64_t block_bytes) { return (bytes + block_bytes - 1) / block_bytes; }
 
+// Checksums as the index spells them: 8 lowercase hex digits each.
+std::string EncodeCrcHex(const std::vector<uint32_t>& crcs);
+bool DecodeCrcHex(const std::string& hex, std::vector<uint32_t>* crcs);
+
 std::string SerializeIndex(const CheckpointIndex& index);
 
 // `display_name` names the index in errors (its path).
 absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::string& display_name);
+
+// Only the decoding half of ParseIndex (types, names of fields, the version):
+// for tools that show a damaged index before reporting what is wrong with it.
+absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::string& display_name);
 
 // Every check ParseIndex makes after decoding the JSON.
 absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& display_name);

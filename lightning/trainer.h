@@ -1,0 +1,79 @@
+// Trainer: fits a LightningModule on one rank of a process group (every rank
+// calls Fit with the same options; it is collective throughout).
+//
+// Fit: probe the collectives (stop before any sharded state exists if one is
+// missing) -> ConfigureShardedModel (sharded members are created once the
+// group exists) -> ConfigureOptimizers -> resume from the checkpoint in
+// checkpoint_dir if one is committed there -> loop: TrainingStep, backward,
+// dense gradients summed across ranks (sharded gradients stay local),
+// optimizer step, callbacks, a checkpoint every `checkpoint_every` steps and
+// at the end. The checkpoint holds the module's state dict ("model."), the
+// optimizer state ("optimizer.", sharded where its parameter is) and the step
+// ("trainer.step"), so a resume -- on the same or another world size --
+// continues from exactly that state.
+//
+// Errors: FailedPrecondition when the probe fails; the module's, a callback's
+// or the checkpoint's error otherwise; Unavailable naming the collective when
+// a peer dies or times out. A failed save leaves the previous checkpoint.
+#ifndef SHARDLIGHT_LIGHTNING_TRAINER_H_
+#define SHARDLIGHT_LIGHTNING_TRAINER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lightning/callback.h"
+#include "lightning/lightning_module.h"
+#include "sharded/checkpoint/checkpoint.h"
+
+namespace shardlight::lightning {
+
+// Deterministic data: the same step always gives the same global batch.
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual Batch GetBatch(int64_t step) const = 0;
+  // Steps in one epoch; 0 means no epoch boundary.
+  virtual int64_t steps_per_epoch() const { return 0; }
+};
+
+struct TrainerOptions {
+  int64_t max_steps = 10;
+  int64_t max_epochs = 0;  // > 0 caps max_steps at max_epochs * steps_per_epoch
+  uint64_t seed = 0;       // passed to ConfigureShardedModel
+  std::string checkpoint_dir;    // empty: no checkpoints, no resume
+  int64_t checkpoint_every = 0;  // steps between checkpoints; 0: only at the end
+  bool resume = true;            // load checkpoint_dir's checkpoint if it has one
+  std::chrono::milliseconds probe_timeout{std::chrono::seconds(30)};
+  sharded::checkpoint::SaveOptions save_options;
+};
+
+struct FitResult {
+  int64_t start_step = 0;  // where this Fit began (the resumed step)
+  int64_t end_step = 0;
+  std::vector<double> losses;  // global loss of each step this Fit ran
+  int checkpoints_saved = 0;
+};
+
+class Trainer {
+ public:
+  explicit Trainer(TrainerOptions options, std::vector<std::shared_ptr<Callback>> callbacks = {});
+  absl::StatusOr<FitResult> Fit(LightningModule& module, const DataSource& data,
+                                c10::intrusive_ptr<c10d::ProcessGroup> pg);
+
+ private:
+  TrainerOptions options_;
+  std::vector<std::shared_ptr<Callback>> callbacks_;
+};
+
+// The state a checkpoint holds for (module, optimizer, step), sharing storage
+// with them: saving it saves them, loading into it restores them in place.
+absl::StatusOr<sharded::StateDict> TrainingStateDict(LightningModule& module, Optimizer& optimizer,
+                                                     const at::Tensor& step);
+
+}  // namespace shardlight::lightning
+
+#endif  // SHARDLIGHT_LIGHTNING_TRAINER_H_

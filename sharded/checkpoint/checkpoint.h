@@ -1,0 +1,99 @@
+// Distributed checkpoints of a StateDict: every rank saves its own shards,
+// the commit is atomic, and a load on any world size and any sharding spec
+// reads only the bytes each rank needs. The on-disk format is FORMAT.md.
+//
+// Save (collective): each rank writes one safetensors data file under a
+// temporary name and fsyncs it; the ranks agree that every write succeeded;
+// each renames its file to its final (per-save unique) name; rank 0 writes
+// index.json under a temporary name, fsyncs it and renames it into place
+// last. Until that rename the previous checkpoint in the directory is the one
+// a load sees; a save that dies part-way leaves only unreferenced files, which
+// the next successful save removes. Dense tensors are written once, by rank 0.
+//
+// Load (collective): the state dict to fill carries the target layout --
+// ShardedTensors already created with the loading job's spec and world size,
+// dense tensors preallocated. Each rank reads the byte ranges overlapping its
+// own shards (plus, for dense tensors, the whole tensor), straight into the
+// destination where the layouts allow, checking per-block CRC32C. Peak extra
+// memory per rank is one buffer (LoadOptions::buffer_bytes), for any size.
+//
+// Errors are the same on every rank and name the failing rank, file and key.
+// A load checks the index, every data file it needs and every shape before
+// it writes a byte, so a bad checkpoint (missing or truncated file, bad
+// header, unknown dtype, shape mismatch, newer format, shards that do not
+// cover a tensor, bad key) leaves the destination untouched. A checksum
+// mismatch is found while reading: by default the tensors read before it
+// keep their new values and the corrupt range is unspecified; with
+// LoadOptions::verify_before_write every needed block is checked before
+// anything is written (an extra read of the same bytes).
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "sharded/state_dict.h"
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace shardlight::sharded::checkpoint {
+
+// Points of a save where SaveOptions::fault_hook runs (on every rank).
+enum class SaveStage {
+  kDataWritten,  // this rank's temporary data file is written and fsynced
+  kDataRenamed,  // every rank's data file is written; this rank's is renamed
+  kIndexWritten, // rank 0 only: the temporary index is written, not yet renamed
+};
+
+struct SaveOptions {
+  // CRC32C granularity. Smaller blocks make partial (resharding) loads read
+  // fewer extra bytes; larger ones make the index smaller (4 bytes/block).
+  int64_t checksum_block_bytes = 256 << 10;
+  // Staging buffer for tensors that are not contiguous CPU memory.
+  int64_t buffer_bytes = 16 << 20;
+  // After the commit, rank 0 deletes data and temporary files in the
+  // directory that the new index does not reference (earlier checkpoints,
+  // leftovers of failed saves).
+  bool remove_stale_files = true;
+  // Test hook: a non-OK status (or an exception) fails this rank at `stage`.
+  std::function<absl::Status(SaveStage stage, int rank)> fault_hook;
+};
+
+struct SaveStats {
+  int64_t bytes_written = 0;  // this rank's data file
+};
+
+// Collective. Fails on every rank with the same error (naming the failing
+// rank) for: a bad key (see names.h), a dtype that cannot be saved, ranks
+// passing different keys or layouts, or any I/O error; nothing is committed.
+absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir, c10d::ProcessGroup& pg,
+                            const SaveOptions& options = {}, SaveStats* stats = nullptr);
+
+struct LoadOptions {
+  // The bounded buffer partial blocks and strided regions go through.
+  int64_t buffer_bytes = 16 << 20;
+  // Checkpoint keys that are not in the state dict to fill are an error.
+  bool strict = true;
+  // Check every needed block before writing any destination byte.
+  bool verify_before_write = false;
+};
+
+struct LoadStats {
+  int64_t data_bytes_read = 0;    // from data files (checked blocks)
+  int64_t header_bytes_read = 0;  // safetensors headers of the files opened
+  int64_t index_bytes_read = 0;
+  int64_t bytes_loaded = 0;  // written into this rank's destination tensors
+  int files_opened = 0;
+  int64_t total_bytes_read() const { return data_bytes_read + header_bytes_read + index_bytes_read; }
+};
+
+// Collective. Fills every tensor of `to_fill` (all keys must be in the
+// checkpoint with the same global shape and dtype; dense and sharded may be
+// mixed either way) from the checkpoint in `dir`.
+absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::ProcessGroup& pg,
+                            const LoadOptions& options = {}, LoadStats* stats = nullptr);
+
+}  // namespace shardlight::sharded::checkpoint
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_H_

@@ -1,0 +1,317 @@
+// Save at W = 4, load at W = 1, 2, 3, 4, 8 under other specs: bit-exact for
+// every dtype, with uneven, empty and several-per-rank shards, dense tensors,
+// and dense <-> sharded across the save and the load.
+#include "sharded/checkpoint/checkpoint.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/checkpoint_testing.h"
+#include "sharded/checkpoint/index.h"
+#include "sharded/checkpoint/posix_file.h"
+#include "sharded/test_layouts.h"
+#include "simulate/simulated_cluster.h"
+
+namespace shardlight::sharded::checkpoint {
+namespace {
+
+using simulate::RankContext;
+using simulate::SimulatedCluster;
+using testing::CheckState;
+using testing::MakeState;
+using testing::TensorSpec;
+using ::testing::HasSubstr;
+
+// Small blocks and buffers so the test's small tensors span many blocks and
+// tiles, as a large checkpoint would.
+SaveOptions SmallSave() {
+  SaveOptions o;
+  o.checksum_block_bytes = 256;
+  o.buffer_bytes = 1024;
+  return o;
+}
+
+LoadOptions SmallLoad() {
+  LoadOptions o;
+  o.buffer_bytes = 2048;
+  return o;
+}
+
+// An explicit grid over rows x cols, blocks placed round-robin on `ranks`.
+EnumerableShardingSpec Grid(const std::vector<int64_t>& row_cuts, const std::vector<int64_t>& col_cuts,
+                            const std::vector<int>& ranks) {
+  EnumerableShardingSpec spec;
+  size_t k = 0;
+  for (size_t i = 0; i + 1 < row_cuts.size(); ++i) {
+    for (size_t j = 0; j + 1 < col_cuts.size(); ++j) {
+      spec.shards.push_back({{row_cuts[i], col_cuts[j]},
+                             {row_cuts[i + 1] - row_cuts[i], col_cuts[j + 1] - col_cuts[j]},
+                             Placement::Cpu(ranks[k++ % ranks.size()])});
+    }
+  }
+  return spec;
+}
+
+ChunkShardingSpec Chunks(int64_t dim, const std::vector<int>& ranks) {
+  ChunkShardingSpec spec;
+  spec.dim = dim;
+  for (int r : ranks) spec.placements.push_back(Placement::Cpu(r));
+  return spec;
+}
+
+// The dict saved at W = 4.
+std::vector<TensorSpec> SavedLayout() {
+  return {
+      {"f32.uneven", {10, 6}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, 4)},          // 3,3,3,1 rows
+      {"f64.trailing_empty", {3, 5}, c10::ScalarType::Double, ChunkShardingSpec::OnRanks(0, 4)},  // 1,1,1,0
+      {"bf16.cols", {7, 9}, c10::ScalarType::BFloat16, Chunks(1, {3, 2, 1, 0})},                 // 3,3,3,0 cols
+      // Two shards on each of ranks 0-2, none on rank 3, one empty row band.
+      {"i64.grid", {8, 6}, c10::ScalarType::Long, Grid({0, 3, 3, 8}, {0, 2, 6}, {0, 1, 2})},
+      {"bool.two_per_rank", {13}, c10::ScalarType::Bool, Chunks(0, {0, 1, 2, 3, 0, 1, 2, 3})},  // 2 x 6, 1, 0
+      {"f32.big", {300, 64}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, 4)},
+      {"f32.3d", {5, 4, 6}, c10::ScalarType::Float, Chunks(-1, {1, 0, 3, 2})},
+      {"dense.f32", {4, 4}, c10::ScalarType::Float, std::nullopt},
+      {"dense.i64.scalar", {}, c10::ScalarType::Long, std::nullopt},
+      {"dense.bool", {5}, c10::ScalarType::Bool, std::nullopt},
+      {"dense.f64.empty", {0, 3}, c10::ScalarType::Double, std::nullopt},
+      {"dense.bf16", {3, 2}, c10::ScalarType::BFloat16, std::nullopt},
+  };
+}
+
+// The same keys laid out for a load at `world`: variant 0 chunks dim 0,
+// variant 1 chunks the last dim, variant 2 draws random specs (grids with
+// several shards per rank, empty shards) and swaps dense and sharded.
+std::vector<TensorSpec> LoadLayout(int world, int variant) {
+  std::vector<TensorSpec> out = SavedLayout();
+  std::mt19937_64 rng(100 * world + variant);
+  bool swap = false;
+  for (TensorSpec& t : out) {
+    const bool can_shard = !t.sizes.empty() && IsSupportedDtype(t.dtype);
+    if (variant == 0 && t.spec) t.spec = ChunkShardingSpec::OnRanks(0, world);
+    if (variant == 1 && t.spec) t.spec = ChunkShardingSpec::OnRanks(-1, world);
+    if (variant == 2 && can_shard) {
+      swap = !swap;
+      std::string description;
+      if (t.spec && swap) {
+        t.spec = std::nullopt;  // sharded at save, dense at load
+      } else {
+        t.spec = sharded::testing::RandomSpecFor(rng, t.sizes, world, &description);
+      }
+    }
+  }
+  return out;
+}
+
+// Saved once at W = 4, shared by the load tests.
+const std::string& SavedCheckpoint() {
+  static const std::string* dir = [] {
+    auto* d = new std::string(testing::FreshDir("saved_w4"));
+    SimulatedCluster cluster(4, testing::Options());
+    absl::Status s = cluster.Run([&](RankContext& ctx) -> absl::Status {
+      auto state = MakeState(SavedLayout(), /*salt=*/1, ctx.pg);
+      if (!state.ok()) return state.status();
+      return SaveCheckpoint(*state, *d, *ctx.pg, SmallSave());
+    });
+    EXPECT_TRUE(s.ok()) << s;
+    return d;
+  }();
+  return *dir;
+}
+
+class LoadAtWorldSize : public ::testing::TestWithParam<int> {};
+
+TEST_P(LoadAtWorldSize, EverySpecIsBitExact) {
+  const int world = GetParam();
+  const std::string& dir = SavedCheckpoint();
+  SimulatedCluster cluster(world, testing::Options());
+  for (int variant = 0; variant < 3; ++variant) {
+    absl::Status s = cluster.Run([&](RankContext& ctx) -> absl::Status {
+      auto state = MakeState(LoadLayout(world, variant), /*salt=*/-1, ctx.pg);
+      if (!state.ok()) return state.status();
+      // Variant 0 also runs with the default (large) buffer.
+      absl::Status loaded = LoadCheckpoint(*state, dir, *ctx.pg, variant == 0 ? LoadOptions() : SmallLoad());
+      if (!loaded.ok()) return loaded;
+      return CheckState(*state, /*salt=*/1);
+    });
+    EXPECT_TRUE(s.ok()) << "W=" << world << " variant " << variant << ": " << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, LoadAtWorldSize, ::testing::Values(1, 2, 3, 4, 8),
+                         [](const auto& info) { return absl::StrCat("W", info.param); });
+
+// Random layouts (the sharded package's generator: 1-4 dims, every dtype,
+// empty dims and shards, grids) through save at 4 and load at 3 and 5.
+TEST(CheckpointTest, RandomLayoutsReloadUnderRandomSpecs) {
+  std::mt19937_64 rng(2024);
+  std::vector<TensorSpec> saved;
+  for (int i = 0; i < 24; ++i) {
+    sharded::testing::Layout layout = sharded::testing::RandomLayout(rng, 4);
+    saved.push_back({absl::StrCat("layer", i, ".w"), layout.sizes, layout.dtype, layout.spec});
+  }
+  const std::string dir = testing::FreshDir("random_layouts");
+  SimulatedCluster save_cluster(4, testing::Options());
+  absl::Status s = save_cluster.Run([&](RankContext& ctx) -> absl::Status {
+    auto state = MakeState(saved, 3, ctx.pg);
+    if (!state.ok()) return state.status();
+    return SaveCheckpoint(*state, dir, *ctx.pg, SmallSave());
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  for (int world : {3, 5}) {
+    std::vector<TensorSpec> target = saved;
+    for (TensorSpec& t : target) {
+      std::string description;
+      t.spec = sharded::testing::RandomSpecFor(rng, t.sizes, world, &description);
+    }
+    SimulatedCluster cluster(world, testing::Options());
+    s = cluster.Run([&](RankContext& ctx) -> absl::Status {
+      auto state = MakeState(target, -1, ctx.pg);
+      if (!state.ok()) return state.status();
+      absl::Status loaded = LoadCheckpoint(*state, dir, *ctx.pg, SmallLoad());
+      if (!loaded.ok()) return loaded;
+      return CheckState(*state, 3);
+    });
+    EXPECT_TRUE(s.ok()) << "W=" << world << ": " << s;
+  }
+}
+
+// A 4 -> 3 reshard of row chunks: each rank reads its new rows plus at most
+// the partial checksum blocks at the ends of its (at most two) runs.
+TEST(CheckpointTest, ReshardedLoadReadsOnlyOverlappingBytes) {
+  const std::vector<TensorSpec> saved = {{"w", {3000, 16}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, 4)}};
+  const std::string dir = testing::FreshDir("reads");
+  SaveOptions save;
+  save.checksum_block_bytes = 4096;
+  SimulatedCluster four(4, testing::Options());
+  ASSERT_TRUE(four.Run([&](RankContext& ctx) -> absl::Status {
+                    auto state = MakeState(saved, 0, ctx.pg);
+                    if (!state.ok()) return state.status();
+                    return SaveCheckpoint(*state, dir, *ctx.pg, save);
+                  }).ok());
+  std::vector<TensorSpec> target = saved;
+  target[0].spec = ChunkShardingSpec::OnRanks(0, 3);
+  SimulatedCluster three(3, testing::Options());
+  auto stats = three.Run([&](RankContext& ctx) -> absl::StatusOr<LoadStats> {
+    auto state = MakeState(target, -1, ctx.pg);
+    if (!state.ok()) return state.status();
+    LoadStats st;
+    absl::Status s = LoadCheckpoint(*state, dir, *ctx.pg, LoadOptions(), &st);
+    if (!s.ok()) return s;
+    s = CheckState(*state, 0);
+    if (!s.ok()) return s;
+    return st;
+  });
+  ASSERT_TRUE(stats.ok()) << stats.status();
+  for (int r = 0; r < 3; ++r) {
+    const LoadStats& st = (*stats)[r];
+    EXPECT_EQ(st.bytes_loaded, 1000 * 16 * 4) << "rank " << r;
+    EXPECT_GE(st.data_bytes_read, st.bytes_loaded) << "rank " << r;
+    EXPECT_LE(st.data_bytes_read, st.bytes_loaded + 4 * 4096) << "rank " << r;
+    EXPECT_LE(st.files_opened, 2) << "rank " << r;
+    EXPECT_GT(st.header_bytes_read, 0);
+    EXPECT_GT(st.index_bytes_read, 0);
+  }
+}
+
+// Dense tensors live in rank 0's file only; no byte is stored twice.
+TEST(CheckpointTest, DenseTensorsAreWrittenOnceByRankZero) {
+  const std::string& dir = SavedCheckpoint();
+  auto text = ReadWholeFile(JoinPath(dir, kIndexFileName), kMaxIndexBytes);
+  ASSERT_TRUE(text.ok());
+  auto index = ParseIndex(*text, "index");
+  ASSERT_TRUE(index.ok()) << index.status();
+  EXPECT_EQ(index->world_size, 4);
+  ASSERT_EQ(index->files.size(), 4u);
+  int64_t tensor_bytes = 0, file_data_bytes = 0;
+  for (const IndexTensor& t : index->tensors) {
+    int64_t n = c10::elementSize(t.dtype);
+    for (int64_t s : t.shape) n *= s;
+    tensor_bytes += n;
+    if (!t.sharded) {
+      EXPECT_EQ(t.shards.size(), 1u);
+      EXPECT_EQ(t.shards[0].file, index->files[0].name) << t.key;
+    }
+  }
+  for (const IndexFile& f : index->files) file_data_bytes += f.bytes - 8 - f.header_bytes;
+  EXPECT_EQ(file_data_bytes, tensor_bytes);
+  // The ranks' shard counts follow the saved specs, empty shards included.
+  EXPECT_EQ(index->Find("bool.two_per_rank")->shards.size(), 8u);
+  EXPECT_EQ(index->Find("i64.grid")->shards.size(), 6u);
+}
+
+TEST(CheckpointTest, NewSaveReplacesTheOldAndRemovesItsFiles) {
+  const std::string dir = testing::FreshDir("overwrite");
+  const std::vector<TensorSpec> layout = {{"a", {9, 2}, c10::ScalarType::Double, ChunkShardingSpec::OnRanks(0, 2)},
+                                          {"b", {3}, c10::ScalarType::Long, std::nullopt}};
+  // Other tools' files in the directory are left alone.
+  std::ofstream(JoinPath(dir, "notes.txt")) << "mine";
+  std::ofstream(JoinPath(dir, "data-model.safetensors")) << "not a checkpoint's";
+  SimulatedCluster cluster(2, testing::Options());
+  for (int salt : {4, 5}) {
+    absl::Status s = cluster.Run([&](RankContext& ctx) -> absl::Status {
+      auto state = MakeState(layout, salt, ctx.pg);
+      if (!state.ok()) return state.status();
+      return SaveCheckpoint(*state, dir, *ctx.pg);
+    });
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  auto names = ListDirectory(dir);
+  ASSERT_TRUE(names.ok());
+  EXPECT_EQ(names->size(), 5u) << "index.json, two data files and the two foreign files expected";
+  EXPECT_TRUE(PathExists(JoinPath(dir, "notes.txt")));
+  EXPECT_TRUE(PathExists(JoinPath(dir, "data-model.safetensors")));
+  absl::Status s = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    auto state = MakeState(layout, -1, ctx.pg);
+    if (!state.ok()) return state.status();
+    absl::Status loaded = LoadCheckpoint(*state, dir, *ctx.pg);
+    if (!loaded.ok()) return loaded;
+    return CheckState(*state, 5);
+  });
+  EXPECT_TRUE(s.ok()) << s;
+}
+
+// Non-contiguous sources are staged through the buffer; parameters that
+// require grad load in place; strict mode names extra and missing keys.
+TEST(CheckpointTest, ViewsParametersAndKeySets) {
+  const std::string dir = testing::FreshDir("views");
+  SimulatedCluster cluster(2, testing::Options());
+  const at::Tensor matrix = testing::KeyedReference("m", {6, 5}, c10::ScalarType::Float, 0);
+  absl::Status s = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    StateDict state;
+    absl::Status st = state.Insert("m.t", matrix.t());  // a transposed view
+    if (st.ok()) st = state.Insert("extra", at::ones({2}));
+    if (!st.ok()) return st;
+    SaveOptions options;
+    options.buffer_bytes = 16;  // staged 4 floats at a time
+    return SaveCheckpoint(state, dir, *ctx.pg, options);
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  auto results = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<std::vector<std::string>> {
+    std::vector<std::string> out;
+    StateDict target;
+    at::Tensor param = at::zeros({5, 6}).set_requires_grad(true);
+    if (absl::Status st = target.Insert("m.t", param); !st.ok()) return st;
+    out.push_back(std::string(LoadCheckpoint(target, dir, *ctx.pg).message()));
+    LoadOptions lenient;
+    lenient.strict = false;
+    absl::Status st = LoadCheckpoint(target, dir, *ctx.pg, lenient);
+    if (!st.ok()) return st;
+    if (!at::equal(param.detach(), matrix.t()) || !param.requires_grad()) return absl::InternalError("m.t wrong");
+    target.Set("missing", at::zeros({1}));
+    out.push_back(std::string(LoadCheckpoint(target, dir, *ctx.pg, lenient).message()));
+    return out;
+  });
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (const auto& rank : *results) {
+    EXPECT_THAT(rank[0], HasSubstr("the checkpoint has keys the state dict to fill lacks: 'extra'"));
+    EXPECT_THAT(rank[1], HasSubstr("key 'missing' is not in the checkpoint"));
+  }
+}
+
+}  // namespace
+}  // namespace shardlight::sharded::checkpoint

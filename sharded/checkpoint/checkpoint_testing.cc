@@ -1,0 +1,124 @@
+#include "sharded/checkpoint/checkpoint_testing.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <functional>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/box_exchange.h"
+
+namespace shardlight::sharded::checkpoint::testing {
+namespace {
+
+constexpr int kSentinel = 7;
+
+at::Tensor Sentinel(const at::Tensor& like) {
+  return at::full_like(like, like.scalar_type() == c10::ScalarType::Bool ? 1 : kSentinel);
+}
+
+}  // namespace
+
+simulate::ClusterOptions Options() {
+  simulate::ClusterOptions o;
+  o.collective_timeout = std::chrono::seconds(15);
+  return o;
+}
+
+std::string FreshDir(const std::string& name) {
+  const char* root = std::getenv("TEST_TMPDIR");
+  const std::filesystem::path dir = std::filesystem::path(root ? root : "/tmp") / name;
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir.string();
+}
+
+at::Tensor KeyedReference(const std::string& key, const std::vector<int64_t>& sizes, c10::ScalarType dtype, int salt) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  const int64_t shift = static_cast<int64_t>(std::hash<std::string>{}(key) % 9973) * 17 + salt * 1000;
+  at::Tensor i = at::arange(n, at::kLong) + shift;
+  switch (dtype) {
+    case c10::ScalarType::Bool:
+      return ((i * 7 + 3) % 5 < 2).view(sizes);
+    case c10::ScalarType::BFloat16:
+      return (i % 251 - 125).to(dtype).view(sizes);  // exact in bfloat16
+    case c10::ScalarType::Long:
+      return (i * 1000003 + 17).view(sizes);
+    case c10::ScalarType::Float:
+      return ((i % 1000000).to(dtype) * 0.5 + 0.25).view(sizes);  // exact in float32
+    default:
+      return (i.to(dtype) * 0.5 + 0.25).view(sizes);
+  }
+}
+
+absl::StatusOr<StateDict> MakeState(const std::vector<TensorSpec>& specs, int salt,
+                                    const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+  StateDict state;
+  for (const TensorSpec& t : specs) {
+    const at::Tensor reference = KeyedReference(t.key, t.sizes, t.dtype, std::max(salt, 0));
+    if (!t.spec) {
+      absl::Status s = state.Insert(t.key, salt >= 0 ? reference.clone() : Sentinel(reference));
+      if (!s.ok()) return s;
+      continue;
+    }
+    TensorProperties props;
+    props.dtype = t.dtype;
+    auto meta = BuildMetadata(*t.spec, t.sizes, props, pg->getSize());
+    if (!meta.ok()) return absl::InternalError(absl::StrCat(t.key, ": ", meta.status().message()));
+    std::vector<Shard> shards;
+    const std::vector<int64_t> origin(t.sizes.size(), 0);
+    for (int i : meta->ShardsOnRank(pg->getRank())) {
+      const ShardMetadata& m = meta->shards[i];
+      at::Tensor values = RegionView(reference, origin, m.offsets, m.sizes).clone();
+      shards.push_back({salt >= 0 ? values : Sentinel(values), m});
+    }
+    auto st = ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), *meta, pg, *t.spec);
+    if (!st.ok()) return absl::InternalError(absl::StrCat(t.key, ": ", st.status().message()));
+    absl::Status s = state.Insert(t.key, *std::move(st));
+    if (!s.ok()) return s;
+  }
+  return state;
+}
+
+bool BitEqual(const at::Tensor& a, const at::Tensor& b) {
+  if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  const at::Tensor x = a.contiguous(), y = b.contiguous();
+  return std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * x.element_size()) == 0;
+}
+
+absl::Status CheckState(const StateDict& state, int salt) {
+  for (const auto& [key, value] : state.entries()) {
+    if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
+      if (!BitEqual(*dense, KeyedReference(key, dense->sizes().vec(), dense->scalar_type(), salt))) {
+        return absl::InternalError(absl::StrCat("dense key '", key, "' differs from the reference"));
+      }
+      continue;
+    }
+    const ShardedTensor& st = std::get<ShardedTensor>(value);
+    const at::Tensor reference = KeyedReference(key, st.sizes(), st.dtype(), salt);
+    const std::vector<int64_t> origin(st.sizes().size(), 0);
+    for (const Shard& s : st.local_shards()) {
+      if (!BitEqual(s.tensor, RegionView(reference, origin, s.metadata.offsets, s.metadata.sizes))) {
+        return absl::InternalError(absl::StrCat("key '", key, "' shard (", s.metadata.ToString(), ") differs"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+bool AllSentinel(const StateDict& state) {
+  auto check = [](const at::Tensor& t) { return BitEqual(t, Sentinel(t)); };
+  for (const auto& [key, value] : state.entries()) {
+    if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
+      if (!check(*dense)) return false;
+      continue;
+    }
+    for (const Shard& s : std::get<ShardedTensor>(value).local_shards()) {
+      if (!check(s.tensor)) return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace shardlight::sharded::checkpoint::testing

@@ -1,0 +1,55 @@
+// Test support for checkpoint tests on the simulated cluster: fresh
+// directories, state dicts described by (key, sizes, dtype, spec) and filled
+// with per-key reference values, and bit-exact checks of a loaded dict.
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_TESTING_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_TESTING_H_
+
+#include <ATen/ATen.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sharded/sharded_tensor.h"
+#include "sharded/sharding_spec.h"
+#include "sharded/state_dict.h"
+#include "simulate/simulated_cluster.h"
+
+namespace shardlight::sharded::checkpoint::testing {
+
+struct TensorSpec {
+  std::string key;
+  std::vector<int64_t> sizes;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::optional<ShardingSpec> spec;  // std::nullopt: a dense tensor
+};
+
+// Collective timeout short enough that a hang fails the test quickly.
+simulate::ClusterOptions Options();
+
+// $TEST_TMPDIR/name, created empty.
+std::string FreshDir(const std::string& name);
+
+// The global values of `key`: every element distinct (within the dtype's
+// range) and different for different keys and salts.
+at::Tensor KeyedReference(const std::string& key, const std::vector<int64_t>& sizes, c10::ScalarType dtype, int salt);
+
+// This rank's state dict: reference values (salt >= 0) or every element set
+// to a sentinel (salt < 0) for a dict to load into.
+absl::StatusOr<StateDict> MakeState(const std::vector<TensorSpec>& specs, int salt,
+                                    const c10::intrusive_ptr<c10d::ProcessGroup>& pg);
+
+// OK when every tensor of `state` holds exactly (bit for bit) the reference
+// values of `salt`; otherwise an error naming the first key that differs.
+absl::Status CheckState(const StateDict& state, int salt);
+
+// Whether every element of every tensor of `state` is still the sentinel.
+bool AllSentinel(const StateDict& state);
+
+// Byte-for-byte equality of two tensors' values (shapes and dtypes included).
+bool BitEqual(const at::Tensor& a, const at::Tensor& b);
+
+}  // namespace shardlight::sharded::checkpoint::testing
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_TESTING_H_

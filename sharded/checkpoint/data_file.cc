@@ -1,0 +1,111 @@
+#include "sharded/checkpoint/data_file.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/block_checksums.h"
+#include "sharded/checkpoint/dtype_names.h"
+#include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/row_major_tiles.h"
+#include "sharded/checkpoint/safetensors.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "checkpoint data is little-endian raw bytes; a big-endian writer would need byte swapping"
+#endif
+
+namespace shardlight::sharded::checkpoint {
+namespace {
+
+// Writes from the tensor's own memory go out in pieces of this size: small
+// enough that the write finds the bytes the checksum just read in cache.
+constexpr int64_t kDirectChunkBytes = int64_t{1} << 20;
+
+// Streams `tensor` row-major to `file` at `offset`, feeding `crcs`.
+absl::Status WriteTensor(File& file, const at::Tensor& tensor, int64_t offset, BlockChecksums& crcs,
+                         int64_t buffer_bytes, std::unique_ptr<char[]>& buffer) {
+  const int64_t elem = static_cast<int64_t>(tensor.element_size());
+  if (tensor.is_cpu() && tensor.is_contiguous()) {
+    const char* p = static_cast<const char*>(tensor.data_ptr());
+    const int64_t total = tensor.numel() * elem;
+    for (int64_t pos = 0; pos < total; pos += kDirectChunkBytes) {
+      const int64_t n = std::min(kDirectChunkBytes, total - pos);
+      crcs.Update(p + pos, n);
+      absl::Status s = file.WriteAt(p + pos, n, offset + pos);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+  // Non-contiguous or on a device: row-major tiles through the buffer.
+  if (!buffer) buffer.reset(new char[static_cast<size_t>(buffer_bytes)]);
+  at::NoGradGuard no_grad;
+  int64_t pos = offset;
+  const std::vector<int64_t> sizes = tensor.sizes().vec();
+  return ForEachRowMajorTile(sizes, buffer_bytes / elem,
+                             [&](const std::vector<int64_t>& off, const std::vector<int64_t>& size) -> absl::Status {
+                               at::Tensor src = tensor;
+                               for (size_t d = 0; d < off.size(); ++d) src = src.narrow(static_cast<int64_t>(d), off[d], size[d]);
+                               at::Tensor staged = at::from_blob(buffer.get(), size, at::TensorOptions().dtype(tensor.scalar_type()));
+                               staged.copy_(src);
+                               const int64_t n = staged.numel() * elem;
+                               crcs.Update(buffer.get(), n);
+                               absl::Status s = file.WriteAt(buffer.get(), n, pos);
+                               pos += n;
+                               return s;
+                             });
+}
+
+absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>& entries,
+                                     const DataFileOptions& options) {
+  std::vector<SafetensorsEntry> layout;
+  layout.reserve(entries.size());
+  for (const EntryToWrite& e : entries) {
+    const std::string dtype = DtypeName(e.tensor.scalar_type());
+    if (dtype.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("entry ", Quote(e.name), ": dtype ",
+                                                     c10::toString(e.tensor.scalar_type()), " cannot be checkpointed"));
+    }
+    layout.push_back({e.name, dtype, e.tensor.sizes().vec(), 0, 0});
+  }
+  auto data_bytes = AssignDataOffsets(layout);
+  if (!data_bytes.ok()) return data_bytes.status();
+  const std::string header = EncodeSafetensorsHeader(layout, options.metadata);
+  absl::Status s = file.WriteAt(header.data(), static_cast<int64_t>(header.size()), 0);
+  if (!s.ok()) return s;
+  WrittenFile out;
+  out.header_bytes = static_cast<int64_t>(header.size()) - 8;
+  const int64_t data_start = static_cast<int64_t>(header.size());
+  std::unique_ptr<char[]> buffer;
+  const int64_t buffer_bytes = std::max<int64_t>(options.buffer_bytes, 4096);
+  for (size_t i = 0; i < entries.size(); ++i) {
+    BlockChecksums crcs(options.block_bytes);
+    s = WriteTensor(file, entries[i].tensor, data_start + layout[i].begin, crcs, buffer_bytes, buffer);
+    if (!s.ok()) return s;
+    out.entries.push_back({entries[i].name, data_start + layout[i].begin, data_start + layout[i].end, crcs.Finish()});
+  }
+  out.bytes = data_start + *data_bytes;
+  s = file.Sync();
+  if (!s.ok()) return s;
+  s = file.Close();
+  if (!s.ok()) return s;
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<WrittenFile> WriteDataFile(const std::string& path, const std::vector<EntryToWrite>& entries,
+                                          const DataFileOptions& options) {
+  auto file = File::CreateNew(path);
+  if (!file.ok()) return file.status();
+  auto written = WriteAll(*file, entries, options);
+  if (!written.ok()) {
+    file->Close().IgnoreError();
+    RemoveFile(path).IgnoreError();
+  }
+  return written;
+}
+
+}  // namespace shardlight::sharded::checkpoint

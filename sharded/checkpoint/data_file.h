@@ -1,0 +1,50 @@
+// Writing one rank's data file: a safetensors file holding the given tensors
+// as entries, streamed from the tensors' memory (or through a bounded buffer
+// for non-contiguous or non-CPU tensors) with per-block CRC32C computed on
+// the way out, then fsynced.
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_DATA_FILE_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_DATA_FILE_H_
+
+#include <ATen/ATen.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shardlight::sharded::checkpoint {
+
+struct EntryToWrite {
+  std::string name;
+  at::Tensor tensor;  // written row-major; any layout or device
+};
+
+struct WrittenEntry {
+  std::string name;
+  int64_t begin = 0;  // absolute byte range in the file
+  int64_t end = 0;
+  std::vector<uint32_t> block_crcs;
+};
+
+struct WrittenFile {
+  int64_t bytes = 0;
+  int64_t header_bytes = 0;
+  std::vector<WrittenEntry> entries;  // in the order given
+};
+
+struct DataFileOptions {
+  int64_t block_bytes = 256 << 10;
+  int64_t buffer_bytes = 16 << 20;
+  std::map<std::string, std::string> metadata;  // the header's __metadata__
+};
+
+// Creates `path` (which must not exist), writes the entries and fsyncs. On
+// error the partial file is removed.
+absl::StatusOr<WrittenFile> WriteDataFile(const std::string& path, const std::vector<EntryToWrite>& entries,
+                                          const DataFileOptions& options);
+
+}  // namespace shardlight::sharded::checkpoint
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_DATA_FILE_H_

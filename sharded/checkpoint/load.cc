@@ -1,0 +1,205 @@
+// LoadCheckpoint: plan and check everything, agree, read, agree.
+#include <algorithm>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/box_exchange.h"
+#include "sharded/checkpoint/agreement.h"
+#include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/checkpoint_reader.h"
+#include "sharded/checkpoint/dtype_names.h"
+#include "sharded/checkpoint/entry_reader.h"
+#include "sharded/checkpoint/names.h"
+
+namespace shardlight::sharded::checkpoint {
+namespace {
+
+// A box of a destination tensor on this rank.
+struct Destination {
+  at::Tensor tensor;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> sizes;
+};
+
+// One overlap of a checkpoint shard and a destination box.
+struct ReadOp {
+  const std::string* key;
+  const IndexTensor* tensor;
+  const IndexShard* shard;
+  const File* file;
+  const Destination* dst;
+  std::vector<int64_t> offsets;  // the overlap, global coordinates
+  std::vector<int64_t> sizes;
+};
+
+std::string DtypeLabel(c10::ScalarType dtype) {
+  const std::string name = DtypeName(dtype);
+  return name.empty() ? std::string(c10::toString(dtype)) : name;
+}
+
+// This rank's destination boxes of `value`, checked against the checkpoint's
+// view of the tensor.
+absl::Status DestinationsOf(const std::string& key, const StateValue& value, const IndexTensor& saved,
+                            std::vector<Destination>* out) {
+  const std::string k = absl::StrCat("key ", Quote(key), ": ");
+  c10::ScalarType dtype;
+  std::vector<int64_t> shape;
+  if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
+    if (!dense->defined()) return absl::InvalidArgumentError(k + "the tensor to fill is undefined");
+    dtype = dense->scalar_type();
+    shape = dense->sizes().vec();
+    out->push_back({*dense, std::vector<int64_t>(shape.size(), 0), shape});
+  } else {
+    const ShardedTensor& st = std::get<ShardedTensor>(value);
+    dtype = st.dtype();
+    shape = st.sizes();
+    for (const Shard& s : st.local_shards()) {
+      if (!s.tensor.defined() || s.tensor.sizes().vec() != s.metadata.sizes || s.tensor.scalar_type() != dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(k, "local shard (", s.metadata.ToString(),
+                                                       ") does not match its tensor"));
+      }
+      out->push_back({s.tensor, s.metadata.offsets, s.metadata.sizes});
+    }
+  }
+  if (shape != saved.shape) {
+    return absl::InvalidArgumentError(absl::StrCat(k, "shape mismatch: the checkpoint has ", ShapeToString(saved.shape),
+                                                   ", the tensor to fill has ", ShapeToString(shape)));
+  }
+  if (dtype != saved.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(k, "dtype mismatch: the checkpoint has ", DtypeLabel(saved.dtype),
+                                                   ", the tensor to fill has ", DtypeLabel(dtype)));
+  }
+  return absl::OkStatus();
+}
+
+// Step 1 on one rank: every check that can fail before a byte is written.
+absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const LoadOptions& options,
+                  std::vector<Destination>* destinations, std::vector<ReadOp>* ops) {
+  const CheckpointIndex& index = reader.index();
+  std::vector<std::pair<size_t, size_t>> ranges;  // per key: [first, last) destination
+  destinations->clear();
+  for (const auto& [key, value] : to_fill.entries()) {
+    absl::Status s = ValidateKey(key);
+    if (!s.ok()) return s;
+    if (index.Find(key) == nullptr) {
+      return absl::NotFoundError(absl::StrCat("key ", Quote(key), " is not in the checkpoint at '", reader.dir(), "'"));
+    }
+    const size_t first = destinations->size();
+    s = DestinationsOf(key, value, *index.Find(key), destinations);
+    if (!s.ok()) return s;
+    ranges.emplace_back(first, destinations->size());
+  }
+  if (options.strict) {
+    std::vector<std::string> extra;
+    for (const IndexTensor& t : index.tensors) {
+      if (!to_fill.Contains(t.key)) extra.push_back(Quote(t.key));
+    }
+    if (!extra.empty()) {
+      const size_t shown = std::min<size_t>(extra.size(), 5);
+      std::string list;
+      for (size_t i = 0; i < shown; ++i) absl::StrAppend(&list, i ? ", " : "", extra[i]);
+      if (extra.size() > shown) absl::StrAppend(&list, " and ", extra.size() - shown, " more");
+      return absl::InvalidArgumentError(absl::StrCat("the checkpoint has keys the state dict to fill lacks: ", list,
+                                                     " (LoadOptions::strict = false ignores them)"));
+    }
+  }
+  // Pointers into `destinations` are taken only now that it stops growing.
+  size_t key_index = 0;
+  std::vector<int64_t> off, size;
+  for (const auto& entry : to_fill.entries()) {
+    const std::string& key = entry.first;
+    const IndexTensor& saved = *index.Find(key);
+    for (size_t d = ranges[key_index].first; d < ranges[key_index].second; ++d) {
+      const Destination& dst = (*destinations)[d];
+      int64_t volume = 1;
+      for (int64_t x : dst.sizes) volume *= x;
+      if (volume == 0) continue;
+      for (const IndexShard& shard : saved.shards) {
+        if (shard.NumElements() == 0) continue;
+        // (A 0-d tensor's one element always intersects: empty boxes of no dims.)
+        if (!Intersect(shard.offsets, shard.sizes, dst.offsets, dst.sizes, &off, &size)) continue;
+        auto file = reader.OpenDataFile(shard.file, key);
+        if (!file.ok()) return file.status();
+        ops->push_back({&key, &saved, &shard, *file, &dst, off, size});
+      }
+    }
+    ++key_index;
+  }
+  // File order, then byte order: sequential reads, and tiles of one entry in
+  // a row so their shared boundary blocks are read once.
+  std::stable_sort(ops->begin(), ops->end(), [](const ReadOp& a, const ReadOp& b) {
+    return std::tie(a.shard->file, a.shard->begin, a.offsets) < std::tie(b.shard->file, b.shard->begin, b.offsets);
+  });
+  return absl::OkStatus();
+}
+
+absl::Status Fail(const ReadOp& op, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat("key ", Quote(*op.key), ": ", s.message()));
+}
+
+// Reads and checks every block the copies will need; writes nothing.
+absl::Status VerifyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops, EntryReader& entries) {
+  for (const ReadOp& op : ops) {
+    absl::Status s = entries.Verify(reader.SourceOf(*op.tensor, *op.shard, op.file), op.offsets, op.sizes);
+    if (!s.ok()) return Fail(op, s);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CopyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops, EntryReader& entries) {
+  for (const ReadOp& op : ops) {
+    absl::Status s = entries.Copy(reader.SourceOf(*op.tensor, *op.shard, op.file), op.dst->tensor, op.dst->offsets,
+                                  op.offsets, op.sizes);
+    if (!s.ok()) return Fail(op, s);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::ProcessGroup& pg,
+                            const LoadOptions& options, LoadStats* stats) {
+  const std::string what = absl::StrCat("checkpoint load from '", dir, "'");
+
+  // Step 1: read the index, open and check every file this rank needs, match
+  // every key's shape and dtype, and plan the reads.
+  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir);
+  std::vector<Destination> destinations;
+  std::vector<ReadOp> ops;
+  absl::Status mine = reader.status();
+  if (mine.ok()) mine = Plan(to_fill, *reader, options, &destinations, &ops);
+
+  // Step 2: no rank writes a byte unless every rank's plan is sound.
+  absl::Status s = Agree(pg, mine, what);
+  if (!s.ok()) return s;
+
+  ReadStats read_stats;
+  EntryReader entries(options.buffer_bytes, &read_stats);
+  auto report = [&] {
+    if (stats == nullptr) return;
+    stats->data_bytes_read = read_stats.bytes_read;
+    stats->header_bytes_read = reader->header_bytes_read();
+    stats->index_bytes_read = reader->index_bytes();
+    stats->bytes_loaded = read_stats.bytes_copied;
+    stats->files_opened = reader->files_opened();
+  };
+
+  // Step 3 (verify_before_write): every rank checks every block it will
+  // read, and no rank writes unless all are sound.
+  if (options.verify_before_write) {
+    s = Agree(pg, VerifyAll(*reader, ops, entries), what);
+    if (!s.ok()) {
+      report();
+      return s;
+    }
+  }
+
+  // Step 4: read into the destinations, checking every block.
+  mine = CopyAll(*reader, ops, entries);
+  report();
+
+  // Step 5: every rank returns the same outcome.
+  return Agree(pg, mine, what);
+}
+
+}  // namespace shardlight::sharded::checkpoint

@@ -1,0 +1,338 @@
+// SaveCheckpoint: write, agree, rename, commit. One comment per protocol step.
+#include <map>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/agreement.h"
+#include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/data_file.h"
+#include "sharded/checkpoint/dtype_names.h"
+#include "sharded/checkpoint/file_names.h"
+#include "sharded/checkpoint/index.h"
+#include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/posix_file.h"
+
+namespace shardlight::sharded::checkpoint {
+namespace {
+
+// Deletes a file when the save leaves early (error or exception) before the
+// file has been handed over.
+class RemoveOnExit {
+ public:
+  RemoveOnExit() = default;
+  RemoveOnExit(const RemoveOnExit&) = delete;
+  RemoveOnExit& operator=(const RemoveOnExit&) = delete;
+  ~RemoveOnExit() {
+    if (!path_.empty()) RemoveFile(path_).IgnoreError();
+  }
+  void Arm(std::string path) { path_ = std::move(path); }
+  void Release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+// What this rank writes, and a description of the whole dict's structure that
+// all ranks must share.
+struct LocalPlan {
+  std::vector<EntryToWrite> entries;
+  std::vector<std::pair<std::string, int>> refs;  // (key, shard index or -1 for dense), per entry
+  uint64_t fingerprint = 0;
+};
+
+std::string EntryNameOf(const std::string& key, int shard) {
+  // Keys never hold '/', so "key/shard-N" cannot collide with another key.
+  return shard < 0 ? key : absl::StrCat(key, "/shard-", shard);
+}
+
+void Mix(uint64_t& h, const std::string& text) {  // FNV-1a, 64-bit
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001B3ull;
+  }
+  h ^= 0xFF;
+  h *= 0x100000001B3ull;
+}
+
+absl::StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int world) {
+  LocalPlan plan;
+  plan.fingerprint = 0xCBF29CE484222325ull;
+  for (const auto& [key, value] : state_dict.entries()) {
+    absl::Status s = ValidateKey(key);
+    if (!s.ok()) return s;
+    const std::string k = absl::StrCat("key ", Quote(key), ": ");
+    if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
+      if (!dense->defined()) return absl::InvalidArgumentError(k + "the tensor is undefined");
+      if (DtypeName(dense->scalar_type()).empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(dense->scalar_type()),
+                                                       " cannot be checkpointed"));
+      }
+      Mix(plan.fingerprint, absl::StrCat(key, "|dense|", c10::toString(dense->scalar_type()), "|",
+                                         ShapeToString(dense->sizes().vec())));
+      if (rank == 0) {  // dense tensors are written once
+        plan.entries.push_back({key, *dense});
+        plan.refs.emplace_back(key, -1);
+      }
+      continue;
+    }
+    const ShardedTensor& st = std::get<ShardedTensor>(value);
+    const ShardedTensorMetadata& m = st.metadata();
+    if (DtypeName(m.properties.dtype).empty() || !IsSupportedDtype(m.properties.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(m.properties.dtype),
+                                                     " cannot be checkpointed"));
+    }
+    Mix(plan.fingerprint, absl::StrCat(key, "|sharded|", c10::toString(m.properties.dtype), "|", ShapeToString(m.sizes)));
+    for (size_t i = 0; i < m.shards.size(); ++i) {
+      if (m.shards[i].placement.rank >= world) {
+        return absl::InvalidArgumentError(absl::StrCat(k, "shard ", i, " is placed on ", m.shards[i].placement.ToString(),
+                                                       " but the process group has ", world, " ranks"));
+      }
+      Mix(plan.fingerprint, m.shards[i].ToString());
+    }
+    const std::vector<int> mine = m.ShardsOnRank(rank);
+    const std::vector<Shard>& local = st.local_shards();
+    if (local.size() != mine.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(k, "this rank holds ", local.size(),
+                                                     " local shards; the metadata places ", mine.size(), " on it"));
+    }
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const Shard& shard = local[i];
+      if (!(shard.metadata == m.shards[mine[i]]) || !shard.tensor.defined() ||
+          shard.tensor.sizes().vec() != shard.metadata.sizes || shard.tensor.scalar_type() != m.properties.dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(k, "local shard ", i, " does not match shard ", mine[i],
+                                                       " of the metadata (", m.shards[mine[i]].ToString(), ")"));
+      }
+      plan.entries.push_back({EntryNameOf(key, mine[i]), shard.tensor});
+      plan.refs.emplace_back(key, mine[i]);
+    }
+  }
+  return plan;
+}
+
+// This rank's contribution to the index: its file and its entries.
+std::string RecordsPayload(const std::string& file_name, const WrittenFile& written, const LocalPlan& plan) {
+  nlohmann::json j;
+  j["file"] = {file_name, written.bytes, written.header_bytes};
+  nlohmann::json entries = nlohmann::json::array();
+  for (size_t i = 0; i < written.entries.size(); ++i) {
+    const WrittenEntry& e = written.entries[i];
+    entries.push_back({plan.refs[i].first, plan.refs[i].second, e.name, e.begin, e.end, EncodeCrcHex(e.block_crcs)});
+  }
+  j["entries"] = std::move(entries);
+  return j.dump();
+}
+
+struct Record {
+  std::string file, entry;
+  int64_t begin, end;
+  std::vector<uint32_t> crcs;
+};
+
+absl::Status DecodeRecords(const std::string& payload, int rank, IndexFile* file,
+                           std::map<std::pair<std::string, int>, Record>* records) {
+  nlohmann::json j = nlohmann::json::parse(payload, nullptr, false);
+  try {
+    if (j.is_discarded()) return absl::InternalError("unreadable shard records");
+    const auto& f = j.at("file");
+    file->name = f.at(0).get<std::string>();
+    file->rank = rank;
+    file->bytes = f.at(1).get<int64_t>();
+    file->header_bytes = f.at(2).get<int64_t>();
+    for (const auto& e : j.at("entries")) {
+      Record r;
+      r.file = file->name;
+      r.entry = e.at(2).get<std::string>();
+      r.begin = e.at(3).get<int64_t>();
+      r.end = e.at(4).get<int64_t>();
+      if (!DecodeCrcHex(e.at(5).get<std::string>(), &r.crcs)) return absl::InternalError("bad checksums in shard records");
+      (*records)[{e.at(0).get<std::string>(), e.at(1).get<int>()}] = std::move(r);
+    }
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("unreadable shard records from rank ", rank, ": ", e.what()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const std::vector<std::string>& payloads,
+                                           const std::string& generation, int64_t block_bytes) {
+  CheckpointIndex index;
+  index.world_size = static_cast<int>(payloads.size());
+  index.generation = generation;
+  index.block_bytes = block_bytes;
+  std::map<std::pair<std::string, int>, Record> records;
+  for (int r = 0; r < static_cast<int>(payloads.size()); ++r) {
+    IndexFile file;
+    absl::Status s = DecodeRecords(payloads[r], r, &file, &records);
+    if (!s.ok()) return s;
+    index.files.push_back(std::move(file));
+  }
+  auto take = [&](const std::string& key, int shard, IndexShard* out) -> absl::Status {
+    auto it = records.find({key, shard});
+    if (it == records.end()) {
+      return absl::InternalError(absl::StrCat("key ", Quote(key), ": no rank reported shard ", shard));
+    }
+    out->file = it->second.file;
+    out->entry = it->second.entry;
+    out->begin = it->second.begin;
+    out->end = it->second.end;
+    out->block_crcs = std::move(it->second.crcs);
+    return absl::OkStatus();
+  };
+  for (const auto& [key, value] : state_dict.entries()) {
+    IndexTensor t;
+    t.key = key;
+    if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
+      t.sharded = false;
+      t.dtype = dense->scalar_type();
+      t.shape = dense->sizes().vec();
+      IndexShard s;
+      s.offsets.assign(t.shape.size(), 0);
+      s.sizes = t.shape;
+      s.rank = 0;
+      absl::Status st = take(key, -1, &s);
+      if (!st.ok()) return st;
+      t.shards.push_back(std::move(s));
+    } else {
+      const ShardedTensorMetadata& m = std::get<ShardedTensor>(value).metadata();
+      t.sharded = true;
+      t.dtype = m.properties.dtype;
+      t.shape = m.sizes;
+      for (size_t i = 0; i < m.shards.size(); ++i) {
+        IndexShard s;
+        s.offsets = m.shards[i].offsets;
+        s.sizes = m.shards[i].sizes;
+        s.rank = m.shards[i].placement.rank;
+        absl::Status st = take(key, static_cast<int>(i), &s);
+        if (!st.ok()) return st;
+        t.shards.push_back(std::move(s));
+      }
+    }
+    index.tensors.push_back(std::move(t));
+  }
+  index.Reindex();
+  return index;
+}
+
+// Rank 0, after the commit: files of earlier saves and failed saves.
+void RemoveStaleFiles(const std::string& dir, const CheckpointIndex& index) {
+  auto names = ListDirectory(dir);
+  if (!names.ok()) return;
+  for (const std::string& name : *names) {
+    if (IsCheckpointFileName(name) && index.FindFile(name) == nullptr) RemoveFile(JoinPath(dir, name)).IgnoreError();
+  }
+}
+
+absl::Status RunHook(const SaveOptions& options, SaveStage stage, int rank) {
+  return options.fault_hook ? options.fault_hook(stage, rank) : absl::OkStatus();
+}
+
+// Rank 0: writes the index under a temporary name, then renames it over
+// index.json -- the commit point -- and makes the rename durable.
+absl::Status CommitIndex(const StateDict& state_dict, const std::vector<std::string>& payloads, const std::string& dir,
+                         const std::string& generation, const SaveOptions& options, bool* committed,
+                         CheckpointIndex* index_out) {
+  auto index = BuildIndex(state_dict, payloads, generation, options.checksum_block_bytes);
+  if (!index.ok()) return index.status();
+  absl::Status s = ValidateIndex(*index, "new index");  // never commit what a load would refuse
+  if (!s.ok()) return s;
+  const std::string text = SerializeIndex(*index);
+  const std::string temp = JoinPath(dir, TempIndexFileName(generation));
+  RemoveOnExit guard;
+  {
+    auto file = File::CreateNew(temp);
+    if (!file.ok()) return file.status();
+    guard.Arm(temp);
+    s = file->WriteAt(text.data(), static_cast<int64_t>(text.size()), 0);
+    if (s.ok()) s = file->Sync();
+    if (s.ok()) s = file->Close();
+    if (!s.ok()) return s;
+  }
+  s = RunHook(options, SaveStage::kIndexWritten, 0);
+  if (!s.ok()) return s;
+  s = RenameFile(temp, JoinPath(dir, kIndexFileName));
+  if (!s.ok()) return s;
+  guard.Release();
+  *committed = true;
+  *index_out = *std::move(index);
+  return SyncDirectory(dir);
+}
+
+}  // namespace
+
+absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir, c10d::ProcessGroup& pg,
+                            const SaveOptions& options, SaveStats* stats) {
+  const int rank = pg.getRank();
+  const int world = pg.getSize();
+  const std::string what = absl::StrCat("checkpoint save to '", dir, "'");
+  if (options.checksum_block_bytes < 64 || options.checksum_block_bytes > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": checksum_block_bytes must be in [64, 1 GiB]"));
+  }
+
+  // Step 1: each rank checks its part of the dict and the directory; ranks
+  // agree on the dict's structure and take rank 0's generation.
+  absl::StatusOr<LocalPlan> plan = PlanLocal(state_dict, rank, world);
+  absl::Status mine = plan.status();
+  if (mine.ok()) mine = MakeDirectories(dir);
+  const std::string proposal = plan.ok() ? absl::StrCat(plan->fingerprint, ":", rank == 0 ? NewGeneration() : "") : "";
+  auto step1 = AgreeAndGather(pg, mine, proposal, what);
+  if (!step1.ok()) return step1.status();
+  const std::string fingerprint0 = (*step1)[0].substr(0, (*step1)[0].find(':'));
+  for (int r = 1; r < world; ++r) {
+    if ((*step1)[r].substr(0, (*step1)[r].find(':')) != fingerprint0) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ranks disagree on the state dict (rank 0 and rank ", r,
+                                                     " have different keys, shapes, dtypes or shard layouts)"));
+    }
+  }
+  const std::string generation = (*step1)[0].substr((*step1)[0].find(':') + 1);
+
+  // Step 2: this rank's data file, under a temporary name, fsynced.
+  const std::string temp = JoinPath(dir, TempDataFileName(generation, rank));
+  const std::string final_name = DataFileName(generation, rank);
+  RemoveOnExit guard;
+  DataFileOptions file_options;
+  file_options.block_bytes = options.checksum_block_bytes;
+  file_options.buffer_bytes = options.buffer_bytes;
+  file_options.metadata = {{"format", "shardlight.checkpoint"},
+                           {"version", std::to_string(kFormatVersion)},
+                           {"rank", std::to_string(rank)}};
+  absl::StatusOr<WrittenFile> written = WriteDataFile(temp, plan->entries, file_options);
+  mine = written.status();
+  if (mine.ok()) {
+    guard.Arm(temp);
+    mine = RunHook(options, SaveStage::kDataWritten, rank);
+  }
+
+  // Step 3: ranks agree every file is durable and share their shard records.
+  auto records = AgreeAndGather(pg, mine, mine.ok() ? RecordsPayload(final_name, *written, *plan) : "", what);
+  if (!records.ok()) return records.status();
+
+  // Step 4: each rank moves its file to its final name; still invisible, as
+  // no index names it yet. From here on a failure leaves it for the next
+  // save's cleanup rather than racing a commit.
+  mine = RenameFile(temp, JoinPath(dir, final_name));
+  if (mine.ok()) {
+    guard.Release();
+    mine = SyncDirectory(dir);
+  }
+  if (mine.ok()) mine = RunHook(options, SaveStage::kDataRenamed, rank);
+  absl::Status step4 = Agree(pg, mine, what);
+  if (!step4.ok()) return step4;
+
+  // Step 5: rank 0 commits the index, last.
+  mine = absl::OkStatus();
+  bool committed = false;
+  CheckpointIndex index;
+  if (rank == 0) {
+    mine = CommitIndex(state_dict, *records, dir, generation, options, &committed, &index);
+    if (committed && options.remove_stale_files) RemoveStaleFiles(dir, index);
+  }
+
+  // Step 6: every rank returns rank 0's outcome.
+  absl::Status done = Agree(pg, mine, what);
+  if (done.ok() && stats != nullptr) stats->bytes_written = written->bytes;
+  return done;
+}
+
+}  // namespace shardlight::sharded::checkpoint

@@ -1,0 +1,108 @@
+#include "simulate/fault_plan.h"
+
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace shardlight::simulate {
+namespace {
+
+const std::map<std::string, FaultKind>& Kinds() {
+  static const auto* kinds = new std::map<std::string, FaultKind>{
+      {"crash", FaultKind::kCrash}, {"save-crash", FaultKind::kSaveCrash},
+      {"delay", FaultKind::kDelay}, {"timeout", FaultKind::kTimeout}};
+  return *kinds;
+}
+
+}  // namespace
+
+std::string FaultPlan::ToString() const {
+  std::string name;
+  for (const auto& [n, k] : Kinds()) {
+    if (k == kind) name = n;
+  }
+  std::string out = absl::StrCat(name, ":rank=", rank, ",step=", step);
+  if (kind == FaultKind::kDelay) absl::StrAppend(&out, ",ms=", delay.count());
+  return out;
+}
+
+absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text) {
+  auto bad = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat("malformed fault plan \"", text, "\": ", why,
+                                                   " (want KIND:rank=R,step=K[,ms=M] with KIND one of crash, "
+                                                   "save-crash, delay, timeout)"));
+  };
+  std::vector<absl::string_view> head = absl::StrSplit(text, absl::MaxSplits(':', 1));
+  if (head.size() != 2) return bad("missing ':'");
+  auto kind = Kinds().find(std::string(head[0]));
+  if (kind == Kinds().end()) return bad(absl::StrCat("unknown kind \"", head[0], "\""));
+  FaultPlan plan;
+  plan.kind = kind->second;
+  bool have_rank = false, have_step = false, have_ms = false;
+  for (absl::string_view field : absl::StrSplit(head[1], ',')) {
+    std::vector<absl::string_view> kv = absl::StrSplit(field, absl::MaxSplits('=', 1));
+    int64_t v = 0;
+    if (kv.size() != 2 || !absl::SimpleAtoi(kv[1], &v) || v < 0) {
+      return bad(absl::StrCat("field \"", field, "\" is not NAME=non-negative integer"));
+    }
+    if (kv[0] == "rank" && !have_rank && v < 64) {
+      plan.rank = static_cast<int>(v);
+      have_rank = true;
+    } else if (kv[0] == "step" && !have_step && v >= 1) {
+      plan.step = v;
+      have_step = true;
+    } else if (kv[0] == "ms" && !have_ms && plan.kind == FaultKind::kDelay) {
+      plan.delay = std::chrono::milliseconds(v);
+      have_ms = true;
+    } else {
+      return bad(absl::StrCat("unexpected, repeated or out-of-range field \"", field, "\""));
+    }
+  }
+  if (!have_rank || !have_step) return bad("rank= and step= are required");
+  if (plan.kind == FaultKind::kDelay && !have_ms) return bad("delay needs ms=");
+  return plan;
+}
+
+FaultInjector::FaultInjector(FaultPlan plan, std::chrono::milliseconds collective_timeout)
+    : plan_(plan), collective_timeout_(collective_timeout) {}
+
+absl::Status FaultInjector::OnStepEnd(const lightning::TrainState& state, int64_t step, double) {
+  if (state.rank != plan_.rank || step != plan_.step) return absl::OkStatus();
+  switch (plan_.kind) {
+    case FaultKind::kCrash:
+      return absl::AbortedError(absl::StrCat("injected crash of rank ", plan_.rank, " after step ", step));
+    case FaultKind::kDelay:
+      std::this_thread::sleep_for(plan_.delay);
+      return absl::OkStatus();
+    case FaultKind::kTimeout:
+      // Peers give up after the collective timeout; this rank then finds its
+      // group closed at its next collective.
+      std::this_thread::sleep_for(collective_timeout_ + std::chrono::milliseconds(500));
+      return absl::OkStatus();
+    case FaultKind::kSaveCrash:
+      return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status FaultInjector::OnSaveStart(const lightning::TrainState&, int64_t step) {
+  saving_step_ = step;
+  return absl::OkStatus();
+}
+
+std::function<absl::Status(sharded::checkpoint::SaveStage, int)> FaultInjector::SaveHook() {
+  return [this](sharded::checkpoint::SaveStage stage, int rank) {
+    if (plan_.kind != FaultKind::kSaveCrash || rank != plan_.rank || saving_step_ != plan_.step ||
+        stage != sharded::checkpoint::SaveStage::kDataWritten) {
+      return absl::OkStatus();
+    }
+    return absl::AbortedError(absl::StrCat("injected crash of rank ", rank, " during the save of step ", saving_step_,
+                                           " (data written, not committed)"));
+  };
+}
+
+}  // namespace shardlight::simulate

@@ -1,0 +1,57 @@
+// Fault plans for the simulated cluster: crash rank r at step k or during the
+// save of step k, delay rank r at step k, or hold rank r past the collective
+// timeout. A FaultInjector is a Trainer callback (plus a save hook) that
+// carries one plan out on the rank it names.
+//
+// Text form (the cluster binary's --fault flag):
+//   crash:rank=R,step=K        rank R fails right after step K
+//   save-crash:rank=R,step=K   rank R fails mid-save of step K (data written, not committed)
+//   delay:rank=R,step=K,ms=M   rank R sleeps M ms after step K, then carries on
+//   timeout:rank=R,step=K      rank R stalls past the collective timeout after step K
+// ParseFaultPlan returns InvalidArgument quoting a malformed plan.
+#ifndef SHARDLIGHT_SIMULATE_FAULT_PLAN_H_
+#define SHARDLIGHT_SIMULATE_FAULT_PLAN_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "lightning/callback.h"
+#include "sharded/checkpoint/checkpoint.h"
+
+namespace shardlight::simulate {
+
+enum class FaultKind { kCrash, kSaveCrash, kDelay, kTimeout };
+
+struct FaultPlan {
+  FaultKind kind = FaultKind::kCrash;
+  int rank = 0;
+  int64_t step = 1;
+  std::chrono::milliseconds delay{0};  // kDelay only
+
+  std::string ToString() const;
+};
+
+absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text);
+
+class FaultInjector : public lightning::Callback {
+ public:
+  // `collective_timeout` sizes the stall of a kTimeout plan.
+  FaultInjector(FaultPlan plan, std::chrono::milliseconds collective_timeout);
+
+  absl::Status OnStepEnd(const lightning::TrainState& state, int64_t step, double loss) override;
+  absl::Status OnSaveStart(const lightning::TrainState& state, int64_t step) override;
+  // Install into TrainerOptions::save_options.fault_hook (kSaveCrash).
+  std::function<absl::Status(sharded::checkpoint::SaveStage, int)> SaveHook();
+
+ private:
+  FaultPlan plan_;
+  std::chrono::milliseconds collective_timeout_;
+  int64_t saving_step_ = -1;
+};
+
+}  // namespace shardlight::simulate
+
+#endif  // SHARDLIGHT_SIMULATE_FAULT_PLAN_H_

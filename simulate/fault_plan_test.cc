@@ -1,0 +1,59 @@
+#include "simulate/fault_plan.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace shardlight::simulate {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(FaultPlanTest, ParsesEveryKindAndPrintsItBack) {
+  for (const char* text : {"crash:rank=1,step=3", "save-crash:rank=0,step=2", "delay:rank=2,step=1,ms=250",
+                           "timeout:rank=3,step=7"}) {
+    auto plan = ParseFaultPlan(text);
+    ASSERT_TRUE(plan.ok()) << text << ": " << plan.status();
+    EXPECT_EQ(plan->ToString(), text);
+  }
+  auto delay = ParseFaultPlan("delay:step=4,ms=10,rank=1");
+  ASSERT_TRUE(delay.ok());
+  EXPECT_EQ(delay->kind, FaultKind::kDelay);
+  EXPECT_EQ(delay->rank, 1);
+  EXPECT_EQ(delay->step, 4);
+  EXPECT_EQ(delay->delay.count(), 10);
+}
+
+TEST(FaultPlanTest, MalformedPlansAreQuoted) {
+  for (const char* text : {"", "crash", "crash:", "explode:rank=1,step=1", "crash:rank=1", "crash:step=1",
+                           "crash:rank=-1,step=1", "crash:rank=1,step=0", "crash:rank=x,step=1",
+                           "crash:rank=1,step=1,ms=5", "delay:rank=1,step=1", "crash:rank=1,rank=2,step=1",
+                           "crash:rank=64,step=1", "crash:rank=1,step=1,"}) {
+    auto plan = ParseFaultPlan(text);
+    ASSERT_FALSE(plan.ok()) << "accepted \"" << text << "\"";
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(plan.status().message()), HasSubstr(std::string("\"") + text + "\"")) << text;
+  }
+}
+
+TEST(FaultPlanTest, InjectorFailsOnlyItsRankAndStep) {
+  FaultInjector crash(*ParseFaultPlan("crash:rank=1,step=3"), std::chrono::milliseconds(100));
+  lightning::TrainState rank0{0, 2, 0, 10}, rank1{1, 2, 0, 10};
+  EXPECT_TRUE(crash.OnStepEnd(rank0, 3, 0.0).ok());
+  EXPECT_TRUE(crash.OnStepEnd(rank1, 2, 0.0).ok());
+  absl::Status s = crash.OnStepEnd(rank1, 3, 0.0);
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(s.message(), "injected crash of rank 1 after step 3");
+
+  FaultInjector save(*ParseFaultPlan("save-crash:rank=0,step=2"), std::chrono::milliseconds(100));
+  auto hook = save.SaveHook();
+  EXPECT_TRUE(save.OnSaveStart(rank0, 1).ok());
+  EXPECT_TRUE(hook(sharded::checkpoint::SaveStage::kDataWritten, 0).ok()) << "wrong step";
+  EXPECT_TRUE(save.OnSaveStart(rank0, 2).ok());
+  EXPECT_TRUE(hook(sharded::checkpoint::SaveStage::kDataWritten, 1).ok()) << "wrong rank";
+  EXPECT_TRUE(hook(sharded::checkpoint::SaveStage::kDataRenamed, 0).ok()) << "wrong stage";
+  EXPECT_THAT(std::string(hook(sharded::checkpoint::SaveStage::kDataWritten, 0).message()),
+              HasSubstr("injected crash of rank 0 during the save of step 2"));
+}
+
+}  // namespace
+}  // namespace shardlight::simulate

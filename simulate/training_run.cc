@@ -1,0 +1,128 @@
+#include "simulate/training_run.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+#include <iomanip>
+
+#include "absl/strings/str_cat.h"
+#include "lightning/trainer.h"
+#include "simulate/simulated_cluster.h"
+
+namespace shardlight::simulate {
+namespace {
+
+// Collective: every rank gets the module's global state.
+absl::StatusOr<ModelSnapshot> Snapshot(EmbeddingMlp& module) {
+  ModelSnapshot snap;
+  for (auto& p : module.parameters()) snap.dense.push_back(p.detach().clone());
+  auto table = module.table()->FullTensor();
+  if (!table.ok()) return table.status();
+  snap.table = *table;
+  return snap;
+}
+
+class SnapshotOnLoad : public lightning::Callback {
+ public:
+  explicit SnapshotOnLoad(EmbeddingMlp& module) : module_(module) {}
+  absl::Status OnLoadCheckpoint(const lightning::TrainState&, int64_t, const std::string&) override {
+    auto snap = Snapshot(module_);
+    if (!snap.ok()) return snap.status();
+    taken = *std::move(snap);
+    return absl::OkStatus();
+  }
+  std::optional<ModelSnapshot> taken;
+
+ private:
+  EmbeddingMlp& module_;
+};
+
+struct RankOutcome {
+  RankSummary summary;
+  ModelSnapshot final_state;
+  std::optional<ModelSnapshot> loaded_state;
+};
+
+}  // namespace
+
+bool ModelSnapshot::Equals(const ModelSnapshot& other) const {
+  if (dense.size() != other.dense.size() || !at::equal(table, other.table)) return false;
+  for (size_t i = 0; i < dense.size(); ++i) {
+    if (!at::equal(dense[i], other.dense[i])) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<TrainingRunResult> RunTraining(const TrainingRunOptions& options) {
+  ClusterOptions cluster_options;
+  cluster_options.collective_timeout = options.collective_timeout;
+  SimulatedCluster cluster(options.world_size, cluster_options);
+  auto outcomes = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<RankOutcome> {
+    const auto start = std::chrono::steady_clock::now();
+    EmbeddingMlp module(options.model);
+    lightning::TrainerOptions trainer_options;
+    trainer_options.max_steps = options.max_steps;
+    trainer_options.seed = options.seed;
+    trainer_options.checkpoint_dir = options.checkpoint_dir;
+    trainer_options.checkpoint_every = options.checkpoint_every;
+    trainer_options.probe_timeout = options.collective_timeout;
+    auto on_load = std::make_shared<SnapshotOnLoad>(module);
+    std::vector<std::shared_ptr<lightning::Callback>> callbacks = {on_load};
+    if (options.fault) {
+      auto injector = std::make_shared<FaultInjector>(*options.fault, options.collective_timeout);
+      trainer_options.save_options.fault_hook = injector->SaveHook();
+      callbacks.push_back(injector);
+    }
+    lightning::Trainer trainer(trainer_options, callbacks);
+    SyntheticRegression data(options.model.vocab, options.batch_size, options.seed);
+    auto fit = trainer.Fit(module, data, ctx.pg);
+    if (!fit.ok()) return fit.status();
+    RankOutcome outcome;
+    RankSummary& s = outcome.summary;
+    s.rank = ctx.rank;
+    for (const auto& shard : module.table()->local_shards()) s.table_rows += shard.metadata.sizes[0];
+    s.start_step = fit->start_step;
+    s.end_step = fit->end_step;
+    if (!fit->losses.empty()) {
+      s.first_loss = fit->losses.front();
+      s.last_loss = fit->losses.back();
+    }
+    s.checkpoints_saved = fit->checkpoints_saved;
+    auto snap = Snapshot(module);
+    if (!snap.ok()) return snap.status();
+    outcome.final_state = *std::move(snap);
+    outcome.loaded_state = on_load->taken;
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return outcome;
+  });
+  if (!outcomes.ok()) return outcomes.status();
+  TrainingRunResult result;
+  for (auto& o : *outcomes) result.ranks.push_back(o.summary);
+  result.final_state = (*outcomes)[0].final_state;
+  result.loaded_state = (*outcomes)[0].loaded_state;
+  return result;
+}
+
+void PrintRankTable(const std::string& title, const TrainingRunResult& result, std::ostream& out) {
+  out << title << "\n"
+      << "rank  table_rows  steps      first_loss   last_loss  checkpoints  seconds\n";
+  for (const RankSummary& s : result.ranks) {
+    out << std::setw(4) << s.rank << std::setw(12) << s.table_rows << std::setw(5) << s.start_step << "->"
+        << std::left << std::setw(4) << s.end_step << std::right << std::fixed << std::setprecision(6)
+        << std::setw(12) << s.first_loss << std::setw(12) << s.last_loss << std::setw(13) << s.checkpoints_saved
+        << std::setprecision(2) << std::setw(9) << s.seconds << "\n";
+  }
+}
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(base && *base ? base : "/tmp", "/shardlight-XXXXXX");
+  if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (!path_.empty()) std::filesystem::remove_all(path_, ec);
+}
+
+}  // namespace shardlight::simulate

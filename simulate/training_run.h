@@ -1,0 +1,72 @@
+// RunTraining: fits an EmbeddingMlp with the Trainer on a simulated cluster
+// and reports per rank -- the building block of the train and faults
+// scenarios. Snapshots hold the model's global state (dense parameters and
+// the gathered sharded table) so runs on different world sizes compare.
+#ifndef SHARDLIGHT_SIMULATE_TRAINING_RUN_H_
+#define SHARDLIGHT_SIMULATE_TRAINING_RUN_H_
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "simulate/embedding_mlp.h"
+#include "simulate/fault_plan.h"
+
+namespace shardlight::simulate {
+
+struct ModelSnapshot {
+  std::vector<at::Tensor> dense;
+  at::Tensor table;
+  bool Equals(const ModelSnapshot& other) const;
+};
+
+struct TrainingRunOptions {
+  int world_size = 4;
+  int64_t max_steps = 10;
+  uint64_t seed = 1234;
+  int64_t batch_size = 32;
+  std::string checkpoint_dir;  // empty: no checkpoints
+  int64_t checkpoint_every = 0;
+  std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
+  std::optional<FaultPlan> fault;
+  EmbeddingMlpOptions model;
+};
+
+struct RankSummary {
+  int rank = 0;
+  int64_t table_rows = 0;  // rows of the sharded table this rank holds
+  int64_t start_step = 0, end_step = 0;
+  double first_loss = 0, last_loss = 0;  // of the steps this run made (0 if none)
+  int checkpoints_saved = 0;
+  double seconds = 0;
+};
+
+struct TrainingRunResult {
+  std::vector<RankSummary> ranks;
+  ModelSnapshot final_state;
+  std::optional<ModelSnapshot> loaded_state;  // right after a resume, if there was one
+};
+
+// Errors are the cluster's: the first failing rank's error, "rank R: ...".
+absl::StatusOr<TrainingRunResult> RunTraining(const TrainingRunOptions& options);
+
+// The per-rank table the scenarios print.
+void PrintRankTable(const std::string& title, const TrainingRunResult& result, std::ostream& out);
+
+// A fresh directory under $TMPDIR (or /tmp); removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace shardlight::simulate
+
+#endif  // SHARDLIGHT_SIMULATE_TRAINING_RUN_H_

@@ -1,0 +1,76 @@
+// Fault plans through the Trainer on the simulated cluster: each kind ends in
+// bounded time with an error naming a rank, leaves the last committed
+// checkpoint (the step before the fault) loadable, and a resume completes.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "simulate/simulated_cluster.h"
+#include "simulate/training_run.h"
+
+namespace shardlight::simulate {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Case {
+  const char* plan;
+  const char* error;          // substring of the run's error
+  int64_t committed_step;     // the checkpoint left behind
+};
+
+class FaultResumeTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(FaultResumeTest, FailsBoundedKeepsCheckpointResumes) {
+  const Case& c = GetParam();
+  TempDir dir;
+  ASSERT_FALSE(dir.path().empty());
+  TrainingRunOptions run;
+  run.world_size = 3;
+  run.max_steps = 6;
+  run.checkpoint_dir = dir.path();
+  run.checkpoint_every = 1;
+  run.collective_timeout = std::chrono::milliseconds(1500);
+  run.fault = *ParseFaultPlan(c.plan);
+  const auto start = std::chrono::steady_clock::now();
+  auto faulted = RunTraining(run);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_FALSE(faulted.ok()) << c.plan << " did not fail the run";
+  EXPECT_THAT(std::string(faulted.status().message()), HasSubstr(c.error));
+  EXPECT_TRUE(FailedRank(faulted.status()).has_value()) << "the error must name a rank";
+
+  run.fault.reset();
+  auto resumed = RunTraining(run);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->ranks[0].start_step, c.committed_step);
+  EXPECT_EQ(resumed->ranks[0].end_step, 6);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Kinds, FaultResumeTest,
+    ::testing::Values(Case{"crash:rank=2,step=3", "rank 2: injected crash of rank 2 after step 3", 2},
+                      Case{"save-crash:rank=1,step=4", "failed on rank 1: injected crash of rank 1 during the save", 3},
+                      Case{"timeout:rank=0,step=2", "Timed out", 1}),
+    [](const auto& info) {
+      std::string name = info.param.plan;
+      return name.substr(0, name.find(':')) == "save-crash" ? std::string("save_crash")
+                                                           : name.substr(0, name.find(':'));
+    });
+
+TEST(FaultResumeTest, DelayShorterThanTheTimeoutCompletes) {
+  TempDir dir;
+  TrainingRunOptions run;
+  run.world_size = 3;
+  run.max_steps = 4;
+  run.checkpoint_dir = dir.path();
+  run.collective_timeout = std::chrono::milliseconds(3000);
+  run.fault = *ParseFaultPlan("delay:rank=1,step=2,ms=400");
+  auto result = RunTraining(run);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->ranks[1].end_step, 4);
+  EXPECT_GE(result->ranks[1].seconds, 0.4);
+}
+
+}  // namespace
+}  // namespace shardlight::simulate

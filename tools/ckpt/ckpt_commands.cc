@@ -1,0 +1,255 @@
+#include "tools/ckpt/ckpt_commands.h"
+
+#include <ATen/ATen.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iomanip>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sharded/box_exchange.h"
+#include "sharded/checkpoint/checkpoint_reader.h"
+#include "sharded/checkpoint/dtype_names.h"
+#include "sharded/checkpoint/entry_reader.h"
+#include "sharded/checkpoint/index.h"
+#include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/row_major_tiles.h"
+#include "sharded/checkpoint/safetensors.h"
+
+namespace shardlight::tools::ckpt {
+namespace {
+
+using sharded::checkpoint::CheckpointIndex;
+using sharded::checkpoint::CheckpointReader;
+using sharded::checkpoint::DtypeBytes;
+using sharded::checkpoint::DtypeName;
+using sharded::checkpoint::EntryReader;
+using sharded::checkpoint::File;
+using sharded::checkpoint::IndexShard;
+using sharded::checkpoint::IndexTensor;
+using sharded::checkpoint::JoinPath;
+using sharded::checkpoint::Quote;
+
+constexpr int64_t kReaderBufferBytes = int64_t{8} << 20;
+constexpr int64_t kAutoProgressBytes = int64_t{256} << 20;
+
+int64_t Volume(const std::vector<int64_t>& sizes) {
+  int64_t n = 1;
+  for (int64_t s : sizes) n *= s;
+  return n;
+}
+
+int64_t TensorBytes(const IndexTensor& t) { return Volume(t.shape) * DtypeBytes(t.dtype); }
+
+std::string Pad(const std::string& s, size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
+
+}  // namespace
+
+std::string HumanBytes(int64_t bytes) {
+  if (bytes < 1024) return absl::StrCat(bytes, " B");
+  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int unit = -1;
+  while (v >= 1024 && unit < 3) {
+    v /= 1024;
+    ++unit;
+  }
+  return absl::StrFormat("%.1f %s", v, kUnits[unit]);
+}
+
+int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
+  const std::string path = JoinPath(dir, sharded::checkpoint::kIndexFileName);
+  if (!sharded::checkpoint::PathExists(path)) {
+    err << "ckpt: no checkpoint at '" << dir << "': " << sharded::checkpoint::kIndexFileName << " is missing\n";
+    return 1;
+  }
+  auto text = sharded::checkpoint::ReadWholeFile(path, sharded::checkpoint::kMaxIndexBytes);
+  if (!text.ok()) {
+    err << "ckpt: " << text.status().message() << "\n";
+    return 1;
+  }
+  // Decoded without the cross-checks, so a damaged index is still shown.
+  auto index = sharded::checkpoint::DecodeIndex(*text, path);
+  if (!index.ok()) {
+    err << "ckpt: " << index.status().message() << "\n";
+    return 1;
+  }
+  int64_t total = 0;
+  for (const IndexTensor& t : index->tensors) total += TensorBytes(t);
+  out << "checkpoint " << dir << "\n"
+      << "  format version " << index->version << ", saved by " << index->world_size << " rank"
+      << (index->world_size == 1 ? "" : "s") << ", generation " << index->generation << "\n"
+      << "  " << index->tensors.size() << " tensors, " << HumanBytes(total) << " in " << index->files.size()
+      << " data files; crc32c per " << HumanBytes(index->block_bytes) << " block\n\n";
+  size_t key_width = 3;
+  for (const IndexTensor& t : index->tensors) key_width = std::max(key_width, t.key.size());
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back({"key", "kind", "dtype", "shape", "shards", "coverage", "bytes"});
+  std::vector<std::string> problems;
+  for (const IndexTensor& t : index->tensors) {
+    // Coverage: the shards' share of the elements; Validate decides whether
+    // they tile the tensor exactly.
+    const int64_t volume = Volume(t.shape);
+    int64_t covered = 0;
+    for (const IndexShard& s : t.shards) covered += s.NumElements();
+    absl::Status valid = t.Metadata().Validate();
+    if (!t.sharded && valid.ok() && t.shards.size() != 1) valid = absl::InvalidArgumentError("dense with several shards");
+    std::string coverage =
+        volume == 0 ? "100%" : absl::StrFormat("%.0f%%", 100.0 * static_cast<double>(covered) / static_cast<double>(volume));
+    if (!valid.ok()) {
+      coverage += " (invalid)";
+      problems.push_back(absl::StrCat("key ", Quote(t.key), ": ", valid.message()));
+    }
+    rows.push_back({t.key, t.sharded ? "sharded" : "dense", DtypeName(t.dtype), sharded::ShapeToString(t.shape),
+                    std::to_string(t.shards.size()), coverage, HumanBytes(TensorBytes(t))});
+  }
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) line += (c + 1 < row.size() ? Pad(row[c], widths[c] + 2) : row[c]);
+    out << line << "\n";
+  }
+  absl::Status whole = sharded::checkpoint::ValidateIndex(*index, path);
+  if (!whole.ok() || !problems.empty()) {
+    out << "\n";
+    for (const std::string& p : problems) out << "problem: " << p << "\n";
+    if (!whole.ok()) out << "problem: " << whole.message() << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
+  auto reader = CheckpointReader::Open(dir);
+  if (!reader.ok()) {
+    err << "ckpt: " << reader.status().message() << "\n";
+    return 1;
+  }
+  sharded::checkpoint::ReadStats stats;
+  EntryReader entries(kReaderBufferBytes, &stats);
+  int failures = 0;
+  int64_t shards = 0;
+  for (const IndexTensor& t : reader->index().tensors) {
+    absl::Status status;
+    for (const IndexShard& s : t.shards) {
+      ++shards;
+      auto file = reader->OpenDataFile(s.file, t.key);
+      if (!file.ok()) {
+        status = file.status();
+        break;
+      }
+      status = entries.Verify(reader->SourceOf(t, s, *file), s.offsets, s.sizes);
+      if (!status.ok()) {
+        status = absl::Status(status.code(), absl::StrCat("key ", Quote(t.key), ": ", status.message()));
+        break;
+      }
+    }
+    if (status.ok()) {
+      out << "ok      " << t.key << "\n";
+    } else {
+      ++failures;
+      out << "FAILED  " << t.key << ": " << status.message() << "\n";
+    }
+  }
+  if (failures > 0) {
+    out << failures << " of " << reader->index().tensors.size() << " tensors failed verification\n";
+    return 1;
+  }
+  out << "OK: " << reader->index().tensors.size() << " tensors, " << shards << " shards, "
+      << HumanBytes(stats.bytes_read) << " in " << reader->files_opened() << " files verified\n";
+  return 0;
+}
+
+namespace {
+
+absl::Status ConsolidateInto(CheckpointReader& reader, File& file, const ConsolidateOptions& options,
+                             std::ostream& err) {
+  const CheckpointIndex& index = reader.index();
+  std::vector<sharded::checkpoint::SafetensorsEntry> layout;
+  for (const IndexTensor& t : index.tensors) layout.push_back({t.key, DtypeName(t.dtype), t.shape, 0, 0});
+  auto data_bytes = sharded::checkpoint::AssignDataOffsets(layout);
+  if (!data_bytes.ok()) return data_bytes.status();
+  const std::string header = sharded::checkpoint::EncodeSafetensorsHeader(
+      layout, {{"format", "shardlight.consolidated"}, {"source_generation", index.generation}});
+  absl::Status s = file.WriteAt(header.data(), static_cast<int64_t>(header.size()), 0);
+  if (!s.ok()) return s;
+  const bool show = options.progress == Progress::kAlways ||
+                    (options.progress == Progress::kAuto && *data_bytes >= kAutoProgressBytes);
+  int64_t done = 0;
+  int last_percent = -1;
+  auto progress = [&] {
+    const int percent = *data_bytes == 0 ? 100 : static_cast<int>(100 * done / *data_bytes);
+    if (!show || percent / 5 == last_percent / 5) return;
+    last_percent = percent;
+    err << "consolidate: " << HumanBytes(done) << " / " << HumanBytes(*data_bytes) << " (" << percent << "%)\n";
+  };
+  const int64_t window_bytes = std::max<int64_t>(options.buffer_bytes, 64);
+  std::unique_ptr<char[]> window(new char[static_cast<size_t>(window_bytes)]);
+  EntryReader entries(kReaderBufferBytes, nullptr);
+  const int64_t start = static_cast<int64_t>(header.size());
+  progress();
+  for (size_t i = 0; i < index.tensors.size(); ++i) {
+    const IndexTensor& t = index.tensors[i];
+    const int64_t elem = DtypeBytes(t.dtype);
+    int64_t pos = start + layout[i].begin;
+    // One row-major tile of the full tensor at a time: every shard that
+    // overlaps it fills its part, then the tile is appended.
+    s = sharded::checkpoint::ForEachRowMajorTile(
+        t.shape, window_bytes / elem, [&](const std::vector<int64_t>& off, const std::vector<int64_t>& size) {
+          at::Tensor tile = at::from_blob(window.get(), size, at::TensorOptions().dtype(t.dtype));
+          std::vector<int64_t> o, z;
+          for (const IndexShard& sh : t.shards) {
+            if (sh.NumElements() == 0 || !sharded::Intersect(sh.offsets, sh.sizes, off, size, &o, &z)) continue;
+            auto f = reader.OpenDataFile(sh.file, t.key);
+            if (!f.ok()) return f.status();
+            absl::Status c = entries.Copy(reader.SourceOf(t, sh, *f), tile, off, o, z);
+            if (!c.ok()) return absl::Status(c.code(), absl::StrCat("key ", Quote(t.key), ": ", c.message()));
+          }
+          const int64_t n = tile.numel() * elem;
+          absl::Status w = file.WriteAt(window.get(), n, pos);
+          pos += n;
+          done += n;
+          progress();
+          return w;
+        });
+    if (!s.ok()) return s;
+  }
+  s = file.Sync();
+  if (!s.ok()) return s;
+  return file.Close();
+}
+
+}  // namespace
+
+int Consolidate(const std::string& dir, const std::string& out_path, const ConsolidateOptions& options,
+                std::ostream& out, std::ostream& err) {
+  auto reader = CheckpointReader::Open(dir);
+  if (!reader.ok()) {
+    err << "ckpt: " << reader.status().message() << "\n";
+    return 1;
+  }
+  const std::string temp = absl::StrCat(out_path, ".tmp-", ::getpid());
+  sharded::checkpoint::RemoveFile(temp).IgnoreError();
+  auto file = File::CreateNew(temp);
+  absl::Status s = file.status();
+  if (s.ok()) s = ConsolidateInto(*reader, *file, options, err);
+  if (s.ok()) s = sharded::checkpoint::RenameFile(temp, out_path);
+  if (!s.ok()) {
+    sharded::checkpoint::RemoveFile(temp).IgnoreError();
+    err << "ckpt: consolidate failed: " << s.message() << "\n";
+    return 1;
+  }
+  int64_t total = 0;
+  for (const IndexTensor& t : reader->index().tensors) total += TensorBytes(t);
+  out << "wrote " << out_path << ": " << reader->index().tensors.size() << " tensors, " << HumanBytes(total) << "\n";
+  return 0;
+}
+
+}  // namespace shardlight::tools::ckpt
