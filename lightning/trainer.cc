@@ -2,7 +2,6 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,8 +36,7 @@ absl::Status AllreduceDenseGrads(const Trainables& trainables, c10d::ProcessGrou
 
 // Rank 0's answer to "is there a committed checkpoint?", shared with all.
 absl::StatusOr<bool> CheckpointCommitted(const std::string& dir, c10d::ProcessGroup& pg) {
-  std::error_code ec;
-  const bool here = std::filesystem::exists(std::filesystem::path(dir) / "index.json", ec);
+  const bool here = ckpt::HasCommittedCheckpoint(dir);
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all, sharded::AllgatherStrings(pg, here ? "1" : "0"));
   return all[0] == "1";
 }

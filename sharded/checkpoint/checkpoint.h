@@ -94,6 +94,10 @@ struct LoadStats {
 absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::ProcessGroup& pg,
                             const LoadOptions& options = {}, LoadStats* stats = nullptr);
 
+// Whether `dir` holds a committed checkpoint (its index is in place). Local:
+// no communication, and no check of the contents (LoadCheckpoint does that).
+bool HasCommittedCheckpoint(const std::string& dir);
+
 }  // namespace shardlight::sharded::checkpoint
 
 #endif  // SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_H_

@@ -1,4 +1,6 @@
 // LoadCheckpoint: plan and check everything, agree, read, agree.
+#include <unistd.h>
+
 #include <algorithm>
 #include <tuple>
 
@@ -9,7 +11,9 @@
 #include "sharded/checkpoint/checkpoint_reader.h"
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/entry_reader.h"
+#include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/posix_file.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -200,6 +204,10 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
 
   // Step 5: every rank returns the same outcome.
   return Agree(pg, mine, what);
+}
+
+bool HasCommittedCheckpoint(const std::string& dir) {
+  return ::access(JoinPath(dir, kIndexFileName).c_str(), F_OK) == 0;
 }
 
 }  // namespace shardlight::sharded::checkpoint
