@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <iostream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -60,7 +61,9 @@ absl::StatusOr<sharded::StateDict> TrainingStateDict(LightningModule& module, Op
 }
 
 Trainer::Trainer(TrainerOptions options, std::vector<std::shared_ptr<Callback>> callbacks)
-    : options_(std::move(options)), callbacks_(std::move(callbacks)) {}
+    : options_(std::move(options)), callbacks_(std::move(callbacks)) {
+  if (options_.log_every > 0) callbacks_.push_back(std::make_shared<ProgressCallback>(std::cout, options_.log_every));
+}
 
 absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource& data,
                                        c10::intrusive_ptr<c10d::ProcessGroup> pg) {

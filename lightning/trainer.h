@@ -47,6 +47,7 @@ struct TrainerOptions {
   std::string checkpoint_dir;    // empty: no checkpoints, no resume
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: only at the end
   bool resume = true;            // load checkpoint_dir's checkpoint if it has one
+  int64_t log_every = 0;         // > 0: a ProgressCallback on std::cout every this many steps
   std::chrono::milliseconds probe_timeout{std::chrono::seconds(30)};
   sharded::checkpoint::SaveOptions save_options;
 };

@@ -10,6 +10,9 @@ grep -q "phase 1: 4 ranks" <<<"$out" || fail "default run: no phase 1 table: $ou
 grep -q "phase 2: reloaded on 3 ranks" <<<"$out" || fail "default run: no phase 2 table: $out"
 grep -q "reloaded model equals saved: yes" <<<"$out" || fail "default run: reload check: $out"
 
+out=$("$bin" --world_size=2 --steps=4 --log_every=1 2>&1) || fail "log_every run exited $?: $out"
+[ "$(grep -cE '^step [0-9]+/[0-9]+  loss [0-9.]+  [0-9.]+ steps/s$' <<<"$out")" -eq 4 ] || fail "want 4 progress lines: $out"
+
 # A crash injected into phase 1 is reported, and the run resumes and finishes.
 out=$("$bin" --world_size=3 --steps=6 --fault=crash:rank=1,step=2 2>&1) || fail "fault run exited $?: $out"
 grep -q "rank 1: injected crash of rank 1 after step 2" <<<"$out" || fail "fault run: crash not reported: $out"

@@ -19,6 +19,7 @@ ABSL_FLAG(std::string, scenario, "train", "which scenario to run (see --help)");
 ABSL_FLAG(int, steps, 20, "steps or rounds the scenario runs, >= 1");
 ABSL_FLAG(uint64_t, seed, 1234, "seed for every random value the scenario draws");
 ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
+ABSL_FLAG(int, log_every, 0, "train scenario: print step, loss and steps/s every N steps (0: off)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "where the train scenario checkpoints (default: a temporary directory)");
 ABSL_FLAG(std::string, fault, "",
           "train scenario: inject a fault plan, e.g. crash:rank=1,step=3, save-crash:rank=2,step=2, "
@@ -41,6 +42,11 @@ int Main() {
   options.collective_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.fault = absl::GetFlag(FLAGS_fault);
+  options.log_every = absl::GetFlag(FLAGS_log_every);
+  if (options.log_every < 0) {
+    std::cerr << "cluster: --log_every must be >= 0\n";
+    return 2;
+  }
   const std::string name = absl::GetFlag(FLAGS_scenario);
 
   if (options.world_size < 1 || options.world_size > SimulatedCluster::kMaxWorldSize) {

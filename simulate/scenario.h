@@ -21,6 +21,7 @@ struct ScenarioOptions {
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   std::string checkpoint_dir;  // empty: a temporary directory, removed afterwards
   std::string fault;           // a fault plan (fault_plan.h) for the train scenario; empty: none
+  int64_t log_every = 0;       // train: a progress line every this many steps; 0: none
 };
 
 struct Scenario {

@@ -27,6 +27,7 @@ absl::Status RunTrainScenario(const ScenarioOptions& options, std::ostream& out)
   first.seed = options.seed;
   first.checkpoint_dir = dir;
   first.collective_timeout = options.collective_timeout;
+  first.log_every = options.log_every;
   if (!options.fault.empty()) {
     auto plan = ParseFaultPlan(options.fault);
     if (!plan.ok()) return plan.status();

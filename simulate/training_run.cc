@@ -66,6 +66,7 @@ absl::StatusOr<TrainingRunResult> RunTraining(const TrainingRunOptions& options)
     trainer_options.checkpoint_dir = options.checkpoint_dir;
     trainer_options.checkpoint_every = options.checkpoint_every;
     trainer_options.probe_timeout = options.collective_timeout;
+    trainer_options.log_every = options.log_every;
     auto on_load = std::make_shared<SnapshotOnLoad>(module);
     std::vector<std::shared_ptr<lightning::Callback>> callbacks = {on_load};
     if (options.fault) {

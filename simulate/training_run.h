@@ -32,6 +32,7 @@ struct TrainingRunOptions {
   int64_t checkpoint_every = 0;
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   std::optional<FaultPlan> fault;
+  int64_t log_every = 0;  // progress lines from rank 0
   EmbeddingMlpOptions model;
 };
 
