@@ -29,8 +29,10 @@ absl::StatusOr<at::Tensor> LightningModule::TrainingStep(const Batch&, const Ste
   return absl::UnimplementedError(name() + " does not override LightningModule::TrainingStep");
 }
 
-std::unique_ptr<Optimizer> LightningModule::ConfigureOptimizers() {
-  return std::make_unique<Sgd>(TrainablesOf(*this), SgdOptions{});
+absl::StatusOr<std::unique_ptr<Optimizer>> LightningModule::ConfigureOptimizers() {
+  auto sgd = Sgd::Create(TrainablesOf(*this), SgdOptions{});
+  if (!sgd.ok()) return sgd.status();
+  return std::unique_ptr<Optimizer>(*std::move(sgd));
 }
 
 }  // namespace shardlight::lightning

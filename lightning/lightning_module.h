@@ -62,9 +62,10 @@ class LightningModule : public ShardedModule {
 
   // The optimizer for TrainablesOf(*this); the default is Sgd with defaults.
   // Called after ConfigureShardedModel, so sharded members are included.
-  virtual std::unique_ptr<Optimizer> ConfigureOptimizers();
+  virtual absl::StatusOr<std::unique_ptr<Optimizer>> ConfigureOptimizers();
 
   bool sharded_hooks_registered() const { return hooks_registered_; }
+  bool OwnsShardedHooks() const override { return hooks_registered_; }
 
  private:
   bool hooks_registered_ = false;

@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include "absl/strings/str_cat.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::lightning {
@@ -13,9 +14,12 @@ void Optimizer::ZeroGrad() {
 }
 
 Sgd::Sgd(Trainables trainables, SgdOptions options)
-    : Optimizer(std::move(trainables)), options_(options), step_(at::zeros({1}, at::kLong)) {
-  for (const auto& d : trainables_.dense) dense_buffers_.push_back(at::zeros_like(d.param).detach());
-  for (const auto& s : trainables_.sharded) {
+    : Optimizer(std::move(trainables)), options_(options), step_(at::zeros({1}, at::kLong)) {}
+
+absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(Trainables trainables, SgdOptions options) {
+  std::unique_ptr<Sgd> sgd(new Sgd(std::move(trainables), options));
+  for (const auto& d : sgd->trainables_.dense) sgd->dense_buffers_.push_back(at::zeros_like(d.param).detach());
+  for (const auto& s : sgd->trainables_.sharded) {
     std::vector<sharded::Shard> shards;
     for (const auto& shard : s.member->local_shards()) {
       shards.push_back({at::zeros_like(shard.tensor).detach(), shard.metadata});
@@ -23,9 +27,14 @@ Sgd::Sgd(Trainables trainables, SgdOptions options)
     sharded::ShardedTensorMetadata metadata = s.member->metadata();
     metadata.properties.requires_grad = false;
     // Same layout as the member, built locally: no communication.
-    sharded_buffers_.push_back(*sharded::ShardedTensor::InitFromLocalShardsAndGlobalMetadata(
-        std::move(shards), std::move(metadata), s.member->process_group()));
+    auto buffer = sharded::ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), std::move(metadata),
+                                                                                s.member->process_group());
+    if (!buffer.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("momentum buffer for \"", s.key, "\": ", buffer.status().message()));
+    }
+    sgd->sharded_buffers_.push_back(*std::move(buffer));
   }
+  return sgd;
 }
 
 namespace {

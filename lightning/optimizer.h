@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "lightning/trainable.h"
 #include "sharded/state_dict.h"
 
@@ -44,12 +45,15 @@ struct SgdOptions {
 
 class Sgd : public Optimizer {
  public:
-  Sgd(Trainables trainables, SgdOptions options);
+  // InvalidArgument when a sharded trainable's local shards no longer match
+  // its metadata (its momentum buffer is built with the same layout).
+  static absl::StatusOr<std::unique_ptr<Sgd>> Create(Trainables trainables, SgdOptions options);
   void Step() override;
   absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override;
   int64_t steps() const { return step_[0].item<int64_t>(); }
 
  private:
+  Sgd(Trainables trainables, SgdOptions options);
   SgdOptions options_;
   std::vector<at::Tensor> dense_buffers_;             // one per dense trainable
   std::vector<sharded::ShardedTensor> sharded_buffers_;  // one per sharded trainable

@@ -46,20 +46,35 @@ ShardedTensor* ShardedModule::sharded_tensor(const std::string& name) {
   return nullptr;
 }
 
-std::vector<std::pair<std::string, ShardedTensor*>> ShardedMembers(torch::nn::Module& root, const std::string& prefix) {
-  std::vector<std::pair<std::string, ShardedTensor*>> out;
-  for (const auto& [path, m] : ModulesWithPrefixes(root)) {
-    if (auto* sm = dynamic_cast<ShardedModule*>(m)) {
-      for (auto& [name, t] : sm->sharded_tensors()) {
-        out.emplace_back(absl::StrCat(prefix, path, name), sm->sharded_tensor(name));
-      }
+namespace {
+
+void CollectMembers(torch::nn::Module& m, const std::string& path, bool is_root, bool skip_hook_owners,
+                    std::vector<std::pair<std::string, ShardedTensor*>>& out) {
+  auto* sm = dynamic_cast<ShardedModule*>(&m);
+  if (sm != nullptr && !is_root && skip_hook_owners && sm->OwnsShardedHooks()) return;
+  if (sm != nullptr) {
+    for (const auto& member : sm->sharded_tensors()) {
+      out.emplace_back(path + member.first, sm->sharded_tensor(member.first));
     }
   }
+  for (const auto& child : m.named_children()) {
+    CollectMembers(*child.value(), absl::StrCat(path, child.key(), "."), false, skip_hook_owners, out);
+  }
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, ShardedTensor*>> ShardedMembers(torch::nn::Module& root, const std::string& prefix,
+                                                                   bool skip_hook_owners) {
+  std::vector<std::pair<std::string, ShardedTensor*>> out;
+  CollectMembers(root, prefix, true, skip_hook_owners, out);
   return out;
 }
 
 absl::Status AddShardedMembersToStateDict(torch::nn::Module& module, StateDict& dict, const std::string& prefix) {
-  for (auto& [key, tensor] : ShardedMembers(module, prefix)) SL_RETURN_IF_ERROR(dict.Insert(key, *tensor));
+  for (auto& [key, tensor] : ShardedMembers(module, prefix, /*skip_hook_owners=*/true)) {
+    SL_RETURN_IF_ERROR(dict.Insert(key, *tensor));
+  }
   return absl::OkStatus();
 }
 
@@ -89,7 +104,7 @@ absl::Status CheckCompatible(const std::string& key, const std::vector<int64_t>&
 
 absl::Status RestoreShardedMembersBeforeLoad(torch::nn::Module& module, StateDict& dict, const std::string& prefix,
                                              LoadReport& report) {
-  for (auto& [key, member] : ShardedMembers(module, prefix)) {
+  for (auto& [key, member] : ShardedMembers(module, prefix, /*skip_hook_owners=*/true)) {
     sharded::StateValue* value = dict.Find(key);
     if (value == nullptr) {
       report.missing_keys.push_back(key);

@@ -15,6 +15,7 @@
 
 #include <torch/nn/module.h>
 
+#include <deque>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,19 +34,28 @@ class ShardedModule : public torch::nn::Module, public StateDictHookHost {
 
   absl::Status RegisterShardedTensor(const std::string& name, sharded::ShardedTensor tensor);
   // nullptr when there is no such member.
+  // The pointer stays valid for the module's lifetime (members are never
+  // moved: optimizers and load commits hold on to them).
   sharded::ShardedTensor* sharded_tensor(const std::string& name);
-  const std::vector<std::pair<std::string, sharded::ShardedTensor>>& sharded_tensors() const { return sharded_; }
+  const std::deque<std::pair<std::string, sharded::ShardedTensor>>& sharded_tensors() const { return sharded_; }
 
   const FeatureDecision& gate() const { return gate_; }
 
+  // True for a module that registered the ShardedTensor hooks on itself (a
+  // LightningModule): an enclosing module's hooks leave its subtree to it.
+  virtual bool OwnsShardedHooks() const { return false; }
+
  private:
   FeatureDecision gate_;
-  std::vector<std::pair<std::string, sharded::ShardedTensor>> sharded_;
+  std::deque<std::pair<std::string, sharded::ShardedTensor>> sharded_;  // deque: stable addresses
 };
 
-// Every sharded member of the tree under `root`, with its full key.
+// Every sharded member of the tree under `root`, with its full key. With
+// `skip_hook_owners`, subtrees below `root` whose root OwnsShardedHooks() are
+// left out: their own hooks cover them.
 std::vector<std::pair<std::string, sharded::ShardedTensor*>> ShardedMembers(torch::nn::Module& root,
-                                                                            const std::string& prefix);
+                                                                            const std::string& prefix,
+                                                                            bool skip_hook_owners = false);
 
 // The state-dict hook: adds every sharded member of the tree under `module`.
 absl::Status AddShardedMembersToStateDict(torch::nn::Module& module, StateDict& dict, const std::string& prefix);

@@ -49,13 +49,16 @@ size_t StateDictHookHost::num_load_pre_hooks() const { return hooks_->load_pre.s
 
 absl::Status StateDictHookHost::RunStateDictHooks(torch::nn::Module& self, StateDict& dict,
                                                   const std::string& prefix) const {
-  for (const auto& [id, hook] : hooks_->state_dict) SL_RETURN_IF_ERROR(hook(self, dict, prefix));
+  // A copy: a hook may remove itself (or another) through its handle.
+  const auto hooks = hooks_->state_dict;
+  for (const auto& [id, hook] : hooks) SL_RETURN_IF_ERROR(hook(self, dict, prefix));
   return absl::OkStatus();
 }
 
 absl::Status StateDictHookHost::RunLoadPreHooks(torch::nn::Module& self, StateDict& dict,
                                                 const std::string& prefix, LoadReport& report) const {
-  for (const auto& [id, hook] : hooks_->load_pre) SL_RETURN_IF_ERROR(hook(self, dict, prefix, report));
+  const auto hooks = hooks_->load_pre;
+  for (const auto& [id, hook] : hooks) SL_RETURN_IF_ERROR(hook(self, dict, prefix, report));
   return absl::OkStatus();
 }
 

@@ -202,6 +202,44 @@ TEST(StateDictTest, HooksRunWithPrefixesAndAreRemovable) {
   EXPECT_EQ(LoadStateDict(*root, *StateDictOf(*root)).status().message(), "pre-hook refused");
 }
 
+// A LightningModule inside another: each member is saved once (by the hooks
+// of the innermost LightningModule above it) and a strict load round-trips.
+TEST(StateDictTest, NestedLightningModulesSaveEachMemberOnce) {
+  SimulatedCluster cluster(2);
+  absl::Status status = cluster.Run([](RankContext& ctx) -> absl::Status {
+    auto build = [&](uint64_t seed) -> absl::StatusOr<std::shared_ptr<TreeModule>> {
+      SL_ASSIGN_OR_RETURN(auto outer, MakeTree(ContextFor(ctx, seed)));
+      SL_ASSIGN_OR_RETURN(auto inner, MakeTree(ContextFor(ctx, seed + 50)));
+      outer->register_module("inner", inner);
+      return outer;
+    };
+    SL_ASSIGN_OR_RETURN(auto saved, build(1));
+    SL_ASSIGN_OR_RETURN(auto fresh, build(2));
+    SL_ASSIGN_OR_RETURN(auto dict, StateDictOf(*saved));
+    if (!dict.Contains("inner.table") || !dict.Contains("inner.encoder.block.weight") || !dict.Contains("table")) {
+      return absl::InternalError("missing keys: " + absl::StrJoin(dict.Keys(), ","));
+    }
+    SL_ASSIGN_OR_RETURN(auto report, LoadStateDict(*fresh, dict, /*strict=*/true));
+    if (!report.missing_keys.empty() || !report.unexpected_keys.empty()) return absl::InternalError("key report");
+    return ExpectSameValues(*Values(*saved), *Values(*fresh));
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+TEST(StateDictTest, AHookMayRemoveItselfWhileRunning) {
+  auto root = std::make_shared<LightningModule>();
+  int runs = 0;
+  auto handle = std::make_shared<HookHandle>();
+  *handle = root->AddStateDictHook([&runs, handle](torch::nn::Module&, StateDict&, const std::string&) {
+    ++runs;
+    handle->Remove();
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(StateDictOf(*root).ok());
+  ASSERT_TRUE(StateDictOf(*root).ok());
+  EXPECT_EQ(runs, 1);
+}
+
 TEST(StateDictTest, HooksDoNotKeepTheModuleAlive) {
   std::weak_ptr<LightningModule> weak;
   HookHandle handle;

@@ -75,7 +75,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   // Setup: the collectives must work before any sharded state is created.
   SL_RETURN_IF_ERROR(ProbeCollectives(*pg, options_.probe_timeout));
   SL_RETURN_IF_ERROR(module.ConfigureShardedModel({pg, state.rank, state.world_size, options_.seed}));
-  std::unique_ptr<Optimizer> optimizer = module.ConfigureOptimizers();
+  SL_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, module.ConfigureOptimizers());
   if (optimizer == nullptr) return absl::InvalidArgumentError(module.name() + "::ConfigureOptimizers returned null");
   const Trainables trainables = TrainablesOf(module);
   at::Tensor step = at::zeros({1}, at::kLong);

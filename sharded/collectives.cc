@@ -5,6 +5,8 @@
 #include <cstring>
 #include <exception>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardlight::sharded {
@@ -80,9 +82,23 @@ absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,
   });
 }
 
-absl::Status CheckRanksAgree(c10d::ProcessGroup& pg, uint64_t fingerprint, const std::string& what) {
-  auto all = AllgatherStrings(pg, std::to_string(fingerprint));
+absl::Status AgreeOn(c10d::ProcessGroup& pg, const absl::StatusOr<uint64_t>& local, const std::string& what) {
+  // "ok <fingerprint>" or "error <code> <message>".
+  const std::string mine = local.ok() ? absl::StrCat("ok ", *local)
+                                      : absl::StrCat("error ", static_cast<int>(local.status().code()), " ",
+                                                     local.status().message());
+  auto all = AllgatherStrings(pg, mine);
   if (!all.ok()) return all.status();
+  for (int r = 0; r < pg.getSize(); ++r) {
+    const std::string& v = (*all)[r];
+    if (!absl::StartsWith(v, "error ")) continue;
+    const size_t space = v.find(' ', 6);
+    int code = static_cast<int>(absl::StatusCode::kUnknown);
+    if (space == std::string::npos || !absl::SimpleAtoi(v.substr(6, space - 6), &code)) {
+      return absl::InternalError(absl::StrCat("rank ", r, ": malformed verdict"));
+    }
+    return absl::Status(static_cast<absl::StatusCode>(code), absl::StrCat("rank ", r, ": ", v.substr(space + 1)));
+  }
   for (int r = 1; r < pg.getSize(); ++r) {
     if ((*all)[r] != (*all)[0]) {
       return absl::InvalidArgumentError(
@@ -90,6 +106,15 @@ absl::Status CheckRanksAgree(c10d::ProcessGroup& pg, uint64_t fingerprint, const
     }
   }
   return absl::OkStatus();
+}
+
+uint64_t StableHash(absl::string_view text) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 0x100000001b3ULL;
+  }
+  return h;
 }
 
 }  // namespace shardlight::sharded

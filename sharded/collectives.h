@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace shardlight::sharded {
@@ -31,9 +32,17 @@ absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,
                            const std::vector<int64_t>& send_counts, at::Tensor recv,
                            const std::vector<int64_t>& recv_counts);
 
-// Fails on every rank, with the same message, unless all ranks passed the same
-// fingerprint. `what` names the thing compared ("reshard spec").
-absl::Status CheckRanksAgree(c10d::ProcessGroup& pg, uint64_t fingerprint, const std::string& what);
+// The agreement step of every collective entry point: each rank contributes
+// its local verdict -- an error, or a fingerprint of what it is about to do --
+// and every rank returns the same status: the lowest failing rank's error
+// (its code, message prefixed "rank R: "), else InvalidArgument when the
+// fingerprints differ ("ranks disagree on the <what>: rank 0 and rank R ..."),
+// else OK. A rank with bad input thus fails its peers too instead of leaving
+// them in the next collective; Unavailable if the exchange itself fails.
+absl::Status AgreeOn(c10d::ProcessGroup& pg, const absl::StatusOr<uint64_t>& local, const std::string& what);
+
+// FNV-1a: a fingerprint that is the same in every process and build.
+uint64_t StableHash(absl::string_view text);
 
 // Waits for `work`, turning a thrown c10d error into Unavailable naming `op`.
 absl::Status WaitFor(const c10::intrusive_ptr<c10d::Work>& work, const char* op);

@@ -16,14 +16,19 @@ namespace {
 using Fill = std::function<void(Shard&)>;
 
 // The one path every factory takes: layout, agreement, allocation, fill.
+// `precheck` is the factory's own verdict on its arguments; it is shared like
+// the layout's, so a bad argument on one rank fails every rank.
 absl::StatusOr<ShardedTensor> Create(const ShardingSpec& spec, const std::vector<int64_t>& sizes,
-                                     const ShardedOptions& options, ProcessGroupPtr pg, const Fill& fill) {
+                                     const ShardedOptions& options, ProcessGroupPtr pg, const Fill& fill,
+                                     absl::Status precheck = absl::OkStatus()) {
   if (!pg) return absl::InvalidArgumentError("no process group");
   TensorProperties props;
   props.dtype = options.dtype;
   props.requires_grad = options.requires_grad;
-  SL_ASSIGN_OR_RETURN(ShardedTensorMetadata metadata, BuildMetadata(spec, sizes, props, pg->getSize()));
-  SL_RETURN_IF_ERROR(CheckRanksAgree(*pg, metadata.Fingerprint(), "sharded tensor layout"));
+  absl::StatusOr<ShardedTensorMetadata> layout =
+      precheck.ok() ? BuildMetadata(spec, sizes, props, pg->getSize()) : precheck;
+  SL_RETURN_IF_ERROR(AgreeOn(*pg, LayoutHash(layout), "sharded tensor layout"));
+  ShardedTensorMetadata metadata = *std::move(layout);
   std::vector<Shard> shards = AllocateLocalShards(metadata, pg->getRank());
   {
     at::NoGradGuard no_grad;
@@ -46,10 +51,10 @@ absl::Status RequireFloating(c10::ScalarType dtype, const char* what) {
 
 absl::StatusOr<ShardedTensor> Random(const ShardingSpec& spec, const std::vector<int64_t>& sizes, uint64_t seed,
                                      RandomKind kind, const ShardedOptions& options, ProcessGroupPtr pg) {
-  SL_RETURN_IF_ERROR(RequireFloating(options.dtype, kind == RandomKind::kUniform ? "rand" : "randn"));
-  return Create(spec, sizes, options, std::move(pg), [&](Shard& s) {
-    FillGlobalRandom(s.tensor, s.metadata.offsets, sizes, seed, kind);
-  });
+  return Create(
+      spec, sizes, options, std::move(pg),
+      [&](Shard& s) { FillGlobalRandom(s.tensor, s.metadata.offsets, sizes, seed, kind); },
+      RequireFloating(options.dtype, kind == RandomKind::kUniform ? "rand" : "randn"));
 }
 
 }  // namespace

@@ -140,6 +140,46 @@ TEST(InitValidationTest, FactoryLayoutDisagreementFailsEveryRank) {
   ExpectSameErrorEverywhere(*messages, "ranks disagree on the sharded tensor layout: rank 0 and rank 2");
 }
 
+// One rank's bad argument to a collective entry point fails every rank with
+// that rank's error, quickly: the peers are not left in the next collective.
+TEST(InitValidationTest, OneRanksBadArgumentFailsEveryRankTheSameWay) {
+  simulate::ClusterOptions options;
+  options.collective_timeout = std::chrono::seconds(60);
+  SimulatedCluster cluster(3, options);
+  const auto start = std::chrono::steady_clock::now();
+  auto messages = cluster.Run([](RankContext& ctx) -> std::vector<std::string> {
+    std::vector<std::string> out;
+    auto st = Ones(ChunkShardingSpec::OnRanks(0, 3), {6, 4}, {}, ctx.pg);
+    auto msg = [](const absl::Status& s) { return s.ok() ? std::string("ok") : std::string(s.message()); };
+    out.push_back(msg(st->Reshard(ChunkShardingSpec::OnRanks(ctx.rank == 1 ? 5 : 1, 3)).status()));
+    out.push_back(msg(st->Gather(ctx.rank == 2 ? 7 : 0).status()));
+    out.push_back(msg(st->Gather(ctx.rank).status()));
+    out.push_back(msg(Rand(ChunkShardingSpec::OnRanks(0, 3), {6}, 1,
+                           {ctx.rank == 0 ? c10::ScalarType::Long : c10::ScalarType::Float, false}, ctx.pg)
+                          .status()));
+    at::Tensor full = ctx.rank == 1 ? at::ones({5, 4}) : at::Tensor();
+    TensorProperties props;
+    out.push_back(msg(ShardedTensor::Scatter(full, 1, ChunkShardingSpec::OnRanks(0, 3), {6, 4}, props, ctx.pg)
+                          .status()));
+    out.push_back(msg(st->FullTensor().status()));  // the group still works afterwards
+    return out;
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_TRUE(messages.ok()) << messages.status();
+  const std::vector<std::string> want = {
+      "rank 1: chunk dim 5 is out of range for a 2-d tensor",
+      "rank 2: gather destination rank 7 is outside the group of 3",
+      "ranks disagree on the gather destination: rank 0 and rank 1",
+      "rank 0: rand needs a floating dtype",
+      "rank 1: scatter source tensor has sizes [5, 4], want [6, 4]",
+      "ok",
+  };
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_EQ((*messages)[r].size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_THAT((*messages)[r][i], HasSubstr(want[i])) << "rank " << r;
+  }
+}
+
 // A rank that dies before a collective: its peers get an error naming the
 // collective within seconds, far below the timeout.
 TEST(InitValidationTest, DeadRankReleasesPeersQuickly) {

@@ -1,7 +1,6 @@
 #include "sharded/shard_metadata.h"
 
 #include <algorithm>
-#include <functional>
 #include <limits>
 #include <numeric>
 
@@ -122,10 +121,11 @@ int64_t ShardedTensorMetadata::NumElements() const {
   return n;
 }
 
-uint64_t ShardedTensorMetadata::Fingerprint() const {
-  std::string text = absl::StrCat(ShapeToString(sizes), "|", c10::toString(properties.dtype));
+std::string ShardedTensorMetadata::LayoutString() const {
+  std::string text = absl::StrCat(ShapeToString(sizes), " ", c10::toString(properties.dtype),
+                                  properties.requires_grad ? " grad" : "");
   for (const ShardMetadata& s : shards) absl::StrAppend(&text, "|", s.ToString());
-  return std::hash<std::string>{}(text);
+  return text;
 }
 
 std::vector<int> ShardedTensorMetadata::ShardsOnRank(int rank) const {

@@ -60,9 +60,9 @@ struct ShardedTensorMetadata {
   absl::Status Validate() const;
   // Indices into `shards` of the shards placed on `rank`, in order.
   std::vector<int> ShardsOnRank(int rank) const;
-  // A hash of sizes, dtype and every shard: ranks compare it to confirm they
-  // agree on a layout.
-  uint64_t Fingerprint() const;
+  // Sizes, dtype, requires_grad and every shard as text: ranks compare its
+  // hash (StableHash in collectives.h) to confirm they agree on a layout.
+  std::string LayoutString() const;
 };
 
 // Formats a shape as "[2, 3]".

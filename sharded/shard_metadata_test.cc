@@ -105,6 +105,12 @@ TEST(ChunkShardingSpecTest, FollowsTorchChunk) {
   EXPECT_EQ(six[3], std::make_pair(int64_t{6}, int64_t{0}));
   auto zero = ChunkRanges(0, 3);
   for (auto& [o, s] : zero) EXPECT_EQ(s, 0);
+  // Near INT64_MAX the ceil-division must not overflow.
+  auto huge = ChunkRanges(INT64_MAX, 2);
+  EXPECT_EQ(huge[0], std::make_pair(int64_t{0}, INT64_MAX / 2 + 1));
+  EXPECT_EQ(huge[1], std::make_pair(INT64_MAX / 2 + 1, INT64_MAX / 2));
+  EXPECT_THAT(std::string(BuildMetadata(ChunkShardingSpec::OnRanks(0, 2), {-3}, {}, 2).status().message()),
+              HasSubstr("global sizes: negative size in [-3]"));
 }
 
 TEST(ChunkShardingSpecTest, BuildsValidatedMetadataWithNegativeDim) {

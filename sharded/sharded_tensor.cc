@@ -144,6 +144,11 @@ absl::StatusOr<ShardedTensor> ExchangeInto(c10d::ProcessGroup& pg, ShardedTensor
 
 }  // namespace
 
+absl::StatusOr<uint64_t> LayoutHash(const absl::StatusOr<ShardedTensorMetadata>& metadata) {
+  if (!metadata.ok()) return metadata.status();
+  return StableHash(metadata->LayoutString());
+}
+
 std::vector<Shard> AllocateLocalShards(const ShardedTensorMetadata& metadata, int rank) {
   std::vector<Shard> shards;
   for (int i : metadata.ShardsOnRank(rank)) {
@@ -260,10 +265,12 @@ std::vector<Box> ShardedTensor::SourceBoxes() const {
 }
 
 absl::StatusOr<std::optional<at::Tensor>> ShardedTensor::Gather(int dst) const {
+  absl::StatusOr<uint64_t> verdict = StableHash(absl::StrCat("gather to ", dst));
   if (dst < 0 || dst >= pg_->getSize()) {
-    return absl::InvalidArgumentError(absl::StrCat("gather destination rank ", dst, " is outside the group of ",
-                                                   pg_->getSize()));
+    verdict = absl::InvalidArgumentError(
+        absl::StrCat("gather destination rank ", dst, " is outside the group of ", pg_->getSize()));
   }
+  SL_RETURN_IF_ERROR(AgreeOn(*pg_, verdict, "gather destination"));
   std::optional<at::Tensor> full;
   Box dest{dst, std::vector<int64_t>(sizes().size(), 0), sizes(), at::Tensor()};
   if (pg_->getRank() == dst) {
@@ -335,41 +342,39 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
 }
 
 absl::StatusOr<ShardedTensor> ShardedTensor::Reshard(const ShardingSpec& spec, ExchangeStats* stats) const {
-  SL_ASSIGN_OR_RETURN(ShardedTensorMetadata target,
-                      BuildMetadata(spec, sizes(), metadata_.properties, pg_->getSize()));
-  SL_RETURN_IF_ERROR(CheckRanksAgree(*pg_, target.Fingerprint(), "reshard target layout"));
-  return ExchangeInto(*pg_, pg_, SourceBoxes(), std::move(target), spec, stats);
+  absl::StatusOr<ShardedTensorMetadata> target = BuildMetadata(spec, sizes(), metadata_.properties, pg_->getSize());
+  SL_RETURN_IF_ERROR(AgreeOn(*pg_, LayoutHash(target), "reshard target layout"));
+  return ExchangeInto(*pg_, pg_, SourceBoxes(), *std::move(target), spec, stats);
 }
 
 absl::StatusOr<ShardedTensor> ShardedTensor::Scatter(const at::Tensor& full, int src, const ShardingSpec& spec,
                                                      const std::vector<int64_t>& global_sizes,
                                                      const TensorProperties& properties, ProcessGroupPtr pg) {
   if (!pg) return absl::InvalidArgumentError("no process group");
+  // Every rank's checks (the source's tensor only on the source) become one
+  // shared verdict, so bad input fails every rank rather than leaving peers waiting.
+  absl::StatusOr<ShardedTensorMetadata> target = BuildMetadata(spec, global_sizes, properties, pg->getSize());
   if (src < 0 || src >= pg->getSize()) {
-    return absl::InvalidArgumentError(absl::StrCat("scatter source rank ", src, " is outside the group of ",
-                                                   pg->getSize()));
-  }
-  SL_ASSIGN_OR_RETURN(ShardedTensorMetadata target, BuildMetadata(spec, global_sizes, properties, pg->getSize()));
-  // The source's tensor is checked on the source, and the verdict shared, so
-  // a wrong tensor fails every rank rather than leaving peers waiting.
-  std::string verdict = "ok";
-  if (pg->getRank() == src) {
+    target = absl::InvalidArgumentError(
+        absl::StrCat("scatter source rank ", src, " is outside the group of ", pg->getSize()));
+  } else if (target.ok() && pg->getRank() == src) {
     if (!full.defined() || full.sizes().vec() != global_sizes) {
-      verdict = absl::StrCat("scatter source tensor has sizes ",
-                             full.defined() ? ShapeToString(full.sizes().vec()) : "(undefined)", ", want ",
-                             ShapeToString(global_sizes));
+      target = absl::InvalidArgumentError(absl::StrCat("scatter source tensor has sizes ",
+                                                       full.defined() ? ShapeToString(full.sizes().vec()) : "(undefined)",
+                                                       ", want ", ShapeToString(global_sizes)));
     } else if (full.scalar_type() != properties.dtype) {
-      verdict = absl::StrCat("scatter source tensor has dtype ", c10::toString(full.scalar_type()), ", want ",
-                             c10::toString(properties.dtype));
+      target = absl::InvalidArgumentError(absl::StrCat("scatter source tensor has dtype ",
+                                                       c10::toString(full.scalar_type()), ", want ",
+                                                       c10::toString(properties.dtype)));
     }
   }
-  SL_ASSIGN_OR_RETURN(std::vector<std::string> verdicts, AllgatherStrings(*pg, verdict));
-  if (verdicts[src] != "ok") return absl::InvalidArgumentError(absl::StrCat("rank ", src, ": ", verdicts[src]));
-  SL_RETURN_IF_ERROR(CheckRanksAgree(*pg, target.Fingerprint(), "scatter target layout"));
+  absl::StatusOr<uint64_t> verdict = LayoutHash(target);
+  if (verdict.ok()) verdict = *verdict ^ StableHash(absl::StrCat("src ", src));
+  SL_RETURN_IF_ERROR(AgreeOn(*pg, verdict, "scatter source and target layout"));
   Box source{src, std::vector<int64_t>(global_sizes.size(), 0), global_sizes,
              pg->getRank() == src ? full : at::Tensor()};
   c10d::ProcessGroup& group = *pg;
-  return ExchangeInto(group, std::move(pg), {source}, std::move(target), spec, nullptr);
+  return ExchangeInto(group, std::move(pg), {source}, *std::move(target), spec, nullptr);
 }
 
 }  // namespace shardlight::sharded

@@ -88,6 +88,9 @@ class ShardedTensor {
   std::optional<ShardingSpec> spec_;
 };
 
+// The verdict AgreeOn (collectives.h) compares: the layout's hash, or its error.
+absl::StatusOr<uint64_t> LayoutHash(const absl::StatusOr<ShardedTensorMetadata>& metadata);
+
 // Uninitialised tensors for every shard of `metadata` placed on `rank`.
 std::vector<Shard> AllocateLocalShards(const ShardedTensorMetadata& metadata, int rank);
 

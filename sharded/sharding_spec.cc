@@ -15,10 +15,12 @@ ChunkShardingSpec ChunkShardingSpec::OnRanks(int64_t dim, int world_size) {
 
 std::vector<std::pair<int64_t, int64_t>> ChunkRanges(int64_t n, int64_t chunks) {
   std::vector<std::pair<int64_t, int64_t>> ranges;
-  const int64_t chunk = chunks > 0 ? (n + chunks - 1) / chunks : 0;
+  if (n < 0 || chunks <= 0) return ranges;
+  // ceil(n / chunks) without the overflow of n + chunks - 1 near INT64_MAX.
+  const int64_t chunk = n / chunks + (n % chunks != 0 ? 1 : 0);
   for (int64_t i = 0; i < chunks; ++i) {
-    const int64_t begin = std::min(n, i * chunk);
-    ranges.emplace_back(begin, std::min(n, begin + chunk) - begin);
+    const int64_t begin = (chunk == 0 || i > n / chunk) ? n : i * chunk;  // i * chunk <= n: no overflow
+    ranges.emplace_back(begin, std::min(chunk, n - begin));
   }
   return ranges;
 }
@@ -34,6 +36,8 @@ absl::StatusOr<ShardedTensorMetadata> BuildMetadata(const ShardingSpec& spec,
                                                     const std::vector<int64_t>& sizes,
                                                     const TensorProperties& properties,
                                                     int world_size) {
+  auto total = CheckedNumElements(sizes);
+  if (!total.ok()) return absl::InvalidArgumentError(absl::StrCat("global sizes: ", total.status().message()));
   ShardedTensorMetadata m;
   m.sizes = sizes;
   m.properties = properties;

@@ -57,9 +57,11 @@ absl::StatusOr<at::Tensor> EmbeddingMlp::TrainingStep(const lightning::Batch& ba
   return loss;
 }
 
-std::unique_ptr<lightning::Optimizer> EmbeddingMlp::ConfigureOptimizers() {
-  return std::make_unique<lightning::Sgd>(lightning::TrainablesOf(*this),
-                                          lightning::SgdOptions{options_.lr, options_.momentum, 0.0});
+absl::StatusOr<std::unique_ptr<lightning::Optimizer>> EmbeddingMlp::ConfigureOptimizers() {
+  auto sgd = lightning::Sgd::Create(lightning::TrainablesOf(*this),
+                                    lightning::SgdOptions{options_.lr, options_.momentum, 0.0});
+  if (!sgd.ok()) return sgd.status();
+  return std::unique_ptr<lightning::Optimizer>(*std::move(sgd));
 }
 
 SyntheticRegression::SyntheticRegression(int64_t vocab, int64_t batch_size, uint64_t seed, int64_t steps_per_epoch)

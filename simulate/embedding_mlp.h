@@ -36,7 +36,7 @@ class EmbeddingMlp : public lightning::LightningModule {
 
   absl::Status ConfigureShardedModel(const lightning::ShardedContext& ctx) override;
   absl::StatusOr<at::Tensor> TrainingStep(const lightning::Batch& batch, const lightning::StepContext& ctx) override;
-  std::unique_ptr<lightning::Optimizer> ConfigureOptimizers() override;
+  absl::StatusOr<std::unique_ptr<lightning::Optimizer>> ConfigureOptimizers() override;
 
   sharded::ShardedTensor* table() { return sharded_tensor("table"); }
 

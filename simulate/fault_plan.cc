@@ -55,7 +55,7 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text) {
     } else if (kv[0] == "step" && !have_step && v >= 1) {
       plan.step = v;
       have_step = true;
-    } else if (kv[0] == "ms" && !have_ms && plan.kind == FaultKind::kDelay) {
+    } else if (kv[0] == "ms" && !have_ms && plan.kind == FaultKind::kDelay && v <= 600000) {
       plan.delay = std::chrono::milliseconds(v);
       have_ms = true;
     } else {
@@ -79,10 +79,12 @@ absl::Status FaultInjector::OnStepEnd(const lightning::TrainState& state, int64_
       std::this_thread::sleep_for(plan_.delay);
       return absl::OkStatus();
     case FaultKind::kTimeout:
-      // Peers give up after the collective timeout; this rank then finds its
-      // group closed at its next collective.
+      // Peers give up after the collective timeout, then this rank reports
+      // itself as the one that stalled.
       std::this_thread::sleep_for(collective_timeout_ + std::chrono::milliseconds(500));
-      return absl::OkStatus();
+      return absl::AbortedError(absl::StrCat("injected stall of rank ", plan_.rank, " after step ", step,
+                                             ": held past the ", collective_timeout_.count(),
+                                             " ms collective timeout"));
     case FaultKind::kSaveCrash:
       return absl::OkStatus();
   }

@@ -6,8 +6,9 @@
 // Text form (the cluster binary's --fault flag):
 //   crash:rank=R,step=K        rank R fails right after step K
 //   save-crash:rank=R,step=K   rank R fails mid-save of step K (data written, not committed)
-//   delay:rank=R,step=K,ms=M   rank R sleeps M ms after step K, then carries on
-//   timeout:rank=R,step=K      rank R stalls past the collective timeout after step K
+//   delay:rank=R,step=K,ms=M   rank R sleeps M ms (at most 600000) after step K, then carries on
+//   timeout:rank=R,step=K      rank R stalls past the collective timeout after step K, then
+//                              fails naming itself (its peers have timed out by then)
 // ParseFaultPlan returns InvalidArgument quoting a malformed plan.
 #ifndef SHARDLIGHT_SIMULATE_FAULT_PLAN_H_
 #define SHARDLIGHT_SIMULATE_FAULT_PLAN_H_

@@ -27,7 +27,7 @@ TEST(FaultPlanTest, MalformedPlansAreQuoted) {
   for (const char* text : {"", "crash", "crash:", "explode:rank=1,step=1", "crash:rank=1", "crash:step=1",
                            "crash:rank=-1,step=1", "crash:rank=1,step=0", "crash:rank=x,step=1",
                            "crash:rank=1,step=1,ms=5", "delay:rank=1,step=1", "crash:rank=1,rank=2,step=1",
-                           "crash:rank=64,step=1", "crash:rank=1,step=1,"}) {
+                           "crash:rank=64,step=1", "crash:rank=1,step=1,", "delay:rank=1,step=1,ms=600001"}) {
     auto plan = ParseFaultPlan(text);
     ASSERT_FALSE(plan.ok()) << "accepted \"" << text << "\"";
     EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);

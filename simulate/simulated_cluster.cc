@@ -83,16 +83,20 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
   auto run_store =
       c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("run", runs_++, "/"), shared_->store);
 
+  // The reported failure is the first root cause: a peer that merely lost
+  // its connection or timed out (Unavailable, DeadlineExceeded) is reported
+  // only when no rank failed for a reason of its own.
   std::mutex mu;
-  absl::Status first_failure;  // guarded by mu
+  absl::Status first_failure, first_symptom;  // guarded by mu
   auto record_failure = [&](int rank, absl::Status status) {
+    const bool symptom = status.code() == absl::StatusCode::kUnavailable ||
+                         status.code() == absl::StatusCode::kDeadlineExceeded;
     std::lock_guard<std::mutex> lock(mu);
-    if (!first_failure.ok()) return;
-    first_failure = absl::Status(status.code(), absl::StrCat("rank ", rank, ": ", status.message()));
-    status.ForEachPayload([&](absl::string_view url, const absl::Cord& value) {
-      first_failure.SetPayload(url, value);
-    });
-    first_failure.SetPayload(kRankPayload, absl::Cord(std::to_string(rank)));
+    absl::Status& slot = symptom ? first_symptom : first_failure;
+    if (!slot.ok()) return;
+    slot = absl::Status(status.code(), absl::StrCat("rank ", rank, ": ", status.message()));
+    status.ForEachPayload([&](absl::string_view url, const absl::Cord& value) { slot.SetPayload(url, value); });
+    slot.SetPayload(kRankPayload, absl::Cord(std::to_string(rank)));
   };
 
   auto rank_main = [&](int rank) {
@@ -125,7 +129,7 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
   threads.reserve(world_size_);
   for (int r = 0; r < world_size_; ++r) threads.emplace_back(rank_main, r);
   for (auto& t : threads) t.join();
-  return first_failure;
+  return first_failure.ok() ? first_symptom : first_failure;
 }
 
 }  // namespace shardlight::simulate

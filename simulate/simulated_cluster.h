@@ -3,8 +3,10 @@
 // Each rank gets its own c10d::ProcessGroupGloo over one shared in-memory
 // c10d::HashStore, under a fresh key prefix per Run, so multi-rank code (the
 // same code that runs multi-process or on NCCL) is tested deterministically in
-// one process. A rank fails by throwing or by returning a non-OK status; the
-// first failure is what Run returns, with the rank that raised it. The failed
+// one process. A rank fails by throwing or by returning a non-OK status; Run
+// returns the first root cause with the rank that raised it (a peer's
+// Unavailable or DeadlineExceeded -- it only lost its connection or timed out
+// -- is returned when no rank failed otherwise). The failed
 // rank's process group is destroyed at once, so peers blocked in a collective
 // with it fail within milliseconds instead of waiting for the Gloo timeout, and
 // every other hang is bounded by the collective timeout. The cluster is

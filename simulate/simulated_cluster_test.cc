@@ -170,6 +170,29 @@ TEST(SimulatedClusterTest, StatusErrorIsReturnedWithItsCodeAndRank) {
   EXPECT_EQ(FailedRank(result.status()), 1);
 }
 
+// A peer's lost connection is a symptom; the rank that failed for its own
+// reason is reported even when it failed later.
+TEST(SimulatedClusterTest, RootCauseIsPreferredOverPeerSymptoms) {
+  SimulatedCluster cluster(3, FastOptions());
+  absl::Status status = cluster.Run([](RankContext& ctx) -> absl::Status {
+    if (ctx.rank == 0) return absl::UnavailableError("allgather failed: Connection closed by peer");
+    if (ctx.rank == 2) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      return absl::DataLossError("checksum mismatch");
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(FailedRank(status), 2);
+  // With symptoms only, the first of them is reported.
+  status = cluster.Run([](RankContext& ctx) -> absl::Status {
+    if (ctx.rank == 1) return absl::DeadlineExceededError("timed out");
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(FailedRank(status), 1);
+  EXPECT_EQ(status.message(), "rank 1: timed out");
+}
+
 TEST(SimulatedClusterTest, SlowRankTurnsIntoTimeoutNotHang) {
   ClusterOptions options;
   options.collective_timeout = std::chrono::milliseconds(1500);

@@ -31,6 +31,10 @@ absl::Status RunTrainScenario(const ScenarioOptions& options, std::ostream& out)
   if (!options.fault.empty()) {
     auto plan = ParseFaultPlan(options.fault);
     if (!plan.ok()) return plan.status();
+    if (plan->step > half) {
+      return absl::InvalidArgumentError(absl::StrCat("fault step ", plan->step, " never comes: phase 1 runs steps 1..",
+                                                     half, " (raise --steps)"));
+    }
     first.fault = *plan;
     first.checkpoint_every = 1;  // so a fault always has a checkpoint before it
   }

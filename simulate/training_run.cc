@@ -54,6 +54,10 @@ bool ModelSnapshot::Equals(const ModelSnapshot& other) const {
 }
 
 absl::StatusOr<TrainingRunResult> RunTraining(const TrainingRunOptions& options) {
+  if (options.fault && options.fault->rank >= options.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("fault plan ", options.fault->ToString(), " names rank ",
+                                                   options.fault->rank, " of a ", options.world_size, "-rank run"));
+  }
   ClusterOptions cluster_options;
   cluster_options.collective_timeout = options.collective_timeout;
   SimulatedCluster cluster(options.world_size, cluster_options);

@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 
 struct Case {
   const char* plan;
-  const char* error;          // substring of the run's error
+  const char* error;          // substring of the run's error, which names the faulty rank
   int64_t committed_step;     // the checkpoint left behind
 };
 
@@ -38,7 +38,7 @@ TEST_P(FaultResumeTest, FailsBoundedKeepsCheckpointResumes) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   ASSERT_FALSE(faulted.ok()) << c.plan << " did not fail the run";
   EXPECT_THAT(std::string(faulted.status().message()), HasSubstr(c.error));
-  EXPECT_TRUE(FailedRank(faulted.status()).has_value()) << "the error must name a rank";
+  EXPECT_TRUE(FailedRank(faulted.status()).has_value()) << "the error must come from a rank";
 
   run.fault.reset();
   auto resumed = RunTraining(run);
@@ -51,7 +51,7 @@ INSTANTIATE_TEST_SUITE_P(
     Kinds, FaultResumeTest,
     ::testing::Values(Case{"crash:rank=2,step=3", "rank 2: injected crash of rank 2 after step 3", 2},
                       Case{"save-crash:rank=1,step=4", "failed on rank 1: injected crash of rank 1 during the save", 3},
-                      Case{"timeout:rank=0,step=2", "Timed out", 1}),
+                      Case{"timeout:rank=0,step=2", "rank 0: injected stall of rank 0 after step 2", 1}),
     [](const auto& info) {
       std::string name = info.param.plan;
       return name.substr(0, name.find(':')) == "save-crash" ? std::string("save_crash")

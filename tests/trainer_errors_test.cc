@@ -37,7 +37,9 @@ struct VectorLoss : simulate::EmbeddingMlp {
 };
 
 struct NoOptimizer : simulate::EmbeddingMlp {
-  std::unique_ptr<lightning::Optimizer> ConfigureOptimizers() override { return nullptr; }
+  absl::StatusOr<std::unique_ptr<lightning::Optimizer>> ConfigureOptimizers() override {
+    return std::unique_ptr<lightning::Optimizer>();
+  }
 };
 
 template <typename Module>
