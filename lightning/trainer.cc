@@ -1,6 +1,7 @@
 #include "lightning/trainer.h"
 
 #include <ATen/core/grad_mode.h>
+#include <c10/util/Exception.h>
 
 #include <iostream>
 #include <utility>
@@ -16,21 +17,46 @@ namespace {
 
 namespace ckpt = sharded::checkpoint;
 
-// Sums every dense gradient across ranks in one flat allreduce.
-absl::Status AllreduceDenseGrads(const Trainables& trainables, c10d::ProcessGroup& pg) {
-  std::vector<at::Tensor> grads;
+// Sums every dense gradient across ranks in one flat allreduce that also
+// carries a failure count: a rank whose step failed still joins it (with
+// zero gradients), and every rank then returns that rank's error.
+absl::Status AllreduceDenseGrads(const Trainables& trainables, c10d::ProcessGroup& pg, const absl::Status& local) {
+  std::vector<at::Tensor> parts;
   for (const auto& d : trainables.dense) {
-    if (!d.param.grad().defined()) d.param.mutable_grad() = at::zeros_like(d.param);
-    grads.push_back(d.param.grad().reshape({-1}));
+    if (!d.param.grad().defined() || !local.ok()) d.param.mutable_grad() = at::zeros_like(d.param);
+    parts.push_back(d.param.grad().reshape({-1}).to(at::kFloat));
   }
-  if (grads.empty() || pg.getSize() == 1) return absl::OkStatus();
-  std::vector<at::Tensor> flat = {at::cat(grads)};
-  SL_RETURN_IF_ERROR(sharded::WaitFor(pg.allreduce(flat), "allreduce of dense gradients"));
+  parts.push_back(at::full({1}, local.ok() ? 0.0f : 1.0f));
+  std::vector<at::Tensor> flat = {at::cat(parts)};
+  if (pg.getSize() > 1) SL_RETURN_IF_ERROR(sharded::WaitFor(pg.allreduce(flat), "allreduce of dense gradients"));
+  if (flat[0][-1].item<float>() > 0) {
+    // Some rank failed: all learn which, and why, the same way.
+    SL_RETURN_IF_ERROR(sharded::AgreeOn(pg, local.ok() ? absl::StatusOr<uint64_t>(0) : local, "training step"));
+    return absl::InternalError("a rank reported a failed training step but no error");
+  }
   int64_t pos = 0;
   for (const auto& d : trainables.dense) {
     const int64_t n = d.param.numel();
     d.param.mutable_grad().copy_(flat[0].narrow(0, pos, n).view_as(d.param));
     pos += n;
+  }
+  return absl::OkStatus();
+}
+
+// TrainingStep and backward on this rank; errors (and exceptions) become a
+// status so the rank still joins the gradient allreduce.
+absl::Status LocalStep(LightningModule& module, const Batch& batch, const StepContext& ctx, at::Tensor* loss) {
+  try {
+    SL_ASSIGN_OR_RETURN(*loss, module.TrainingStep(batch, ctx));
+    if (!loss->defined() || loss->numel() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("TrainingStep returned a loss with ",
+                                                     loss->defined() ? loss->numel() : 0, " elements; want a scalar"));
+    }
+    if (loss->requires_grad()) loss->backward();
+  } catch (const c10::Error& e) {
+    return absl::InternalError(absl::StrCat("training step ", ctx.step, ": ", e.what_without_backtrace()));
+  } catch (const std::exception& e) {
+    return absl::InternalError(absl::StrCat("training step ", ctx.step, ": ", e.what()));
   }
   return absl::OkStatus();
 }
@@ -109,13 +135,9 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
 
   for (int64_t s = state.start_step; s < state.max_steps; ++s) {
     optimizer->ZeroGrad();
-    SL_ASSIGN_OR_RETURN(at::Tensor loss, module.TrainingStep(data.GetBatch(s), {s, state.rank, state.world_size, pg}));
-    if (loss.numel() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("TrainingStep returned a loss with ", loss.numel(),
-                                                     " elements; want a scalar"));
-    }
-    if (loss.requires_grad()) loss.backward();
-    SL_RETURN_IF_ERROR(AllreduceDenseGrads(trainables, *pg));
+    at::Tensor loss;
+    const absl::Status local = LocalStep(module, data.GetBatch(s), {s, state.rank, state.world_size, pg}, &loss);
+    SL_RETURN_IF_ERROR(AllreduceDenseGrads(trainables, *pg, local));
     optimizer->Step();
     std::vector<at::Tensor> global_loss = {loss.detach().to(at::kDouble).reshape({1}).clone()};
     SL_RETURN_IF_ERROR(sharded::WaitFor(pg->allreduce(global_loss), "allreduce of the loss"));

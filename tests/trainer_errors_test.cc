@@ -36,6 +36,15 @@ struct VectorLoss : simulate::EmbeddingMlp {
   }
 };
 
+// Only rank 1 fails, at step 2: every rank must return rank 1's error.
+struct FailsOnRankOne : simulate::EmbeddingMlp {
+  absl::StatusOr<at::Tensor> TrainingStep(const lightning::Batch& b, const lightning::StepContext& ctx) override {
+    if (ctx.rank == 1 && ctx.step == 2) return absl::DataLossError("bad batch on rank 1");
+    if (ctx.rank == 2 && ctx.step == 2) throw std::runtime_error("should not matter: rank 1 is reported first");
+    return EmbeddingMlp::TrainingStep(b, ctx);
+  }
+};
+
 struct NoOptimizer : simulate::EmbeddingMlp {
   absl::StatusOr<std::unique_ptr<lightning::Optimizer>> ConfigureOptimizers() override {
     return std::unique_ptr<lightning::Optimizer>();
@@ -57,7 +66,7 @@ std::vector<std::string> FitErrors(int w, lightning::TrainerOptions options) {
 
 TEST(TrainerErrorsTest, ModuleWithoutTrainingStep) {
   for (const std::string& e : FitErrors<Untrained>(2, {})) {
-    EXPECT_THAT(e, HasSubstr("UNIMPLEMENTED: Untrained does not override LightningModule::TrainingStep"));
+    EXPECT_THAT(e, HasSubstr("UNIMPLEMENTED: rank 0: Untrained does not override LightningModule::TrainingStep"));
   }
 }
 
@@ -65,6 +74,16 @@ TEST(TrainerErrorsTest, NonScalarLoss) {
   for (const std::string& e : FitErrors<VectorLoss>(3, {})) {
     EXPECT_THAT(e, HasSubstr("TrainingStep returned a loss with 2 elements; want a scalar"));
   }
+}
+
+TEST(TrainerErrorsTest, OneRanksFailedStepFailsEveryRankTheSameWay) {
+  lightning::TrainerOptions options;
+  options.probe_timeout = std::chrono::seconds(60);  // the agreement, not a timeout, must end it
+  const auto start = std::chrono::steady_clock::now();
+  const auto errors = FitErrors<FailsOnRankOne>(3, options);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+  ASSERT_EQ(errors.size(), 3u);
+  for (const std::string& e : errors) EXPECT_EQ(e, "DATA_LOSS: rank 1: bad batch on rank 1");
 }
 
 TEST(TrainerErrorsTest, NullOptimizer) {
