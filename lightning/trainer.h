@@ -14,7 +14,9 @@
 //
 // Errors: FailedPrecondition when the probe fails; the module's, a callback's
 // or the checkpoint's error otherwise; Unavailable naming the collective when
-// a peer dies or times out. A failed save leaves the previous checkpoint.
+// a peer dies or times out. A TrainingStep that fails (or throws) on one rank
+// fails every rank with that rank's error ("rank R: ..."), agreed in the
+// step's gradient allreduce. A failed save leaves the previous checkpoint.
 #ifndef SHARDLIGHT_LIGHTNING_TRAINER_H_
 #define SHARDLIGHT_LIGHTNING_TRAINER_H_
 
