@@ -2,6 +2,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/no_throw.h"
 #include "sharded/collectives.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -11,7 +12,7 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
   // Wire form: "+" payload, or "-" code ":" message.
   const std::string wire = mine.ok() ? absl::StrCat("+", payload)
                                      : absl::StrCat("-", static_cast<int>(mine.code()), ":", mine.message());
-  auto all = AllgatherStrings(pg, wire);
+  auto all = NoThrow([&] { return AllgatherStrings(pg, wire); });
   if (!all.ok()) {
     return absl::UnavailableError(absl::StrCat(what, ": ranks could not agree (", all.status().message(), ")",
                                                mine.ok() ? "" : absl::StrCat("; this rank had failed: ", mine.message())));

@@ -6,16 +6,21 @@
 // temporary name and fsyncs it; the ranks agree that every write succeeded;
 // each renames its file to its final (per-save unique) name; rank 0 writes
 // index.json under a temporary name, fsyncs it and renames it into place
-// last. Until that rename the previous checkpoint in the directory is the one
-// a load sees; a save that dies part-way leaves only unreferenced files, which
-// the next successful save removes. Dense tensors are written once, by rank 0.
+// last, then fsyncs the directory. Until that rename the previous checkpoint
+// in the directory is the one a load sees; a save that dies part-way leaves
+// only unreferenced files, which the next successful save removes. The
+// previous checkpoint's files are removed only once the rename is durable.
+// Dense tensors are written once, by rank 0. An exception on one rank (from
+// the fault hook, a tensor copy, ...) is that rank's error like any other:
+// it never leaves its peers waiting.
 //
 // Load (collective): the state dict to fill carries the target layout --
 // ShardedTensors already created with the loading job's spec and world size,
 // dense tensors preallocated. Each rank reads the byte ranges overlapping its
 // own shards (plus, for dense tensors, the whole tensor), straight into the
 // destination where the layouts allow, checking per-block CRC32C. Peak extra
-// memory per rank is one buffer (LoadOptions::buffer_bytes), for any size.
+// memory per rank is one buffer (LoadOptions::buffer_bytes, which must hold 4
+// of the checkpoint's checksum blocks), for any size.
 //
 // Errors are the same on every rank and name the failing rank, file and key.
 // A load checks the index, every data file it needs and every shape before
@@ -44,19 +49,23 @@ enum class SaveStage {
   kDataWritten,  // this rank's temporary data file is written and fsynced
   kDataRenamed,  // every rank's data file is written; this rank's is renamed
   kIndexWritten, // rank 0 only: the temporary index is written, not yet renamed
+  kIndexRenamed, // rank 0 only: index.json is renamed (committed), the directory
+                 // not yet fsynced; a failure here stands for that fsync failing
 };
 
 struct SaveOptions {
-  // CRC32C granularity. Smaller blocks make partial (resharding) loads read
-  // fewer extra bytes; larger ones make the index smaller (4 bytes/block).
+  // CRC32C granularity, 64 B .. 64 MiB. Smaller blocks make partial
+  // (resharding) loads read fewer extra bytes; larger ones make the index
+  // smaller (4 bytes/block). A load needs a buffer of 4 blocks.
   int64_t checksum_block_bytes = 256 << 10;
   // Staging buffer for tensors that are not contiguous CPU memory.
   int64_t buffer_bytes = 16 << 20;
   // After the commit, rank 0 deletes data and temporary files in the
   // directory that the new index does not reference (earlier checkpoints,
-  // leftovers of failed saves).
+  // leftovers of failed saves), once the commit is durable.
   bool remove_stale_files = true;
-  // Test hook: a non-OK status (or an exception) fails this rank at `stage`.
+  // Test hook: a non-OK status (or an exception, turned into an Internal
+  // status naming it) fails this rank at `stage`.
   std::function<absl::Status(SaveStage stage, int rank)> fault_hook;
 };
 
@@ -66,12 +75,17 @@ struct SaveStats {
 
 // Collective. Fails on every rank with the same error (naming the failing
 // rank) for: a bad key (see names.h), a dtype that cannot be saved, ranks
-// passing different keys or layouts, or any I/O error; nothing is committed.
+// passing different keys or layouts, any I/O error or an exception; nothing
+// is committed. The one exception to "nothing is committed": when the fsync
+// of the directory after the commit fails, the error says the new checkpoint
+// is committed but may not be durable, and the previous one's files are kept.
 absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir, c10d::ProcessGroup& pg,
                             const SaveOptions& options = {}, SaveStats* stats = nullptr);
 
 struct LoadOptions {
-  // The bounded buffer partial blocks and strided regions go through.
+  // The bounded buffer partial blocks and strided regions go through: the
+  // load's peak extra memory. It must hold 4 of the checkpoint's checksum
+  // blocks (SaveOptions::checksum_block_bytes); a smaller one fails the load.
   int64_t buffer_bytes = 16 << 20;
   // Checkpoint keys that are not in the state dict to fill are an error.
   bool strict = true;

@@ -303,7 +303,11 @@ TEST(BadCheckpointTest, CorruptIndexJson) {
 
 // At save: bad keys and ranks that disagree fail everywhere and write nothing.
 TEST(BadSaveTest, BadKeysAndDisagreeingRanksWriteNothing) {
-  for (int variant = 0; variant < 2; ++variant) {
+  // A key that is not UTF-8 cannot be stored in JSON: without the check, rank
+  // 0 (which writes dense tensors) would throw while writing its header.
+  const std::vector<std::string> needles = {"'../evil'", "ranks disagree on the state dict",
+                                            "failed on rank 0: state dict key 'w\\xff' is not valid UTF-8"};
+  for (int variant = 0; variant < 3; ++variant) {
     const std::string dir = testing::FreshDir(absl::StrCat("bad_save", variant));
     SimulatedCluster cluster(2, testing::Options());
     auto messages = cluster.Run([&](RankContext& ctx) -> std::string {
@@ -311,14 +315,66 @@ TEST(BadSaveTest, BadKeysAndDisagreeingRanksWriteNothing) {
       state.Set("ok", at::ones({2}));
       if (variant == 0) state.Set("../evil", at::ones({2}));
       if (variant == 1 && ctx.rank == 1) state.Set("only_on_rank_1", at::ones({2}));
+      if (variant == 2) state.Set("w\xff", at::ones({2}));
       return std::string(SaveCheckpoint(state, dir, *ctx.pg).message());
     });
     ASSERT_TRUE(messages.ok()) << messages.status();
     for (const std::string& m : *messages) {
       EXPECT_EQ(m, (*messages)[0]);
-      EXPECT_THAT(m, HasSubstr(variant == 0 ? "'../evil'" : "ranks disagree on the state dict"));
+      EXPECT_THAT(m, HasSubstr(needles[variant]));
     }
-    EXPECT_TRUE(fs::is_empty(dir)) << "variant " << variant;
+    EXPECT_TRUE(fs::is_empty(dir)) << "variant " << variant;  // no data, index or .tmp file
+  }
+}
+
+TEST(BadCheckpointTest, KeysToFillThatAreNotUtf8) {
+  std::vector<TensorSpec> layout = Layout();
+  layout.push_back({"d\xc0\xae", {1}, c10::ScalarType::Float, std::nullopt});  // an overlong '.'
+  ExpectFailsEverywhere(LoadOnEveryRank(CopyOfPristine("utf8_fill"), 2, layout),
+                        {"failed on rank 0", "state dict key 'd\\xc0\\xae' is not valid UTF-8"});
+}
+
+// A hostile index cannot make a rank allocate more than LoadOptions::buffer_bytes.
+TEST(BadCheckpointTest, ChecksumBlocksLargerThanTheCapOrTheBuffer) {
+  const std::string dir = CopyOfPristine("huge_blocks");
+  nlohmann::json index = ReadIndexJson(dir);
+  index["checksum"]["block_bytes"] = int64_t{1} << 30;  // the old limit: 4 GiB of buffer per rank
+  for (auto& t : index["tensors"]) {
+    for (auto& s : t["shards"]) {
+      if (s["byte_range"][0] != s["byte_range"][1]) s["crc32c"] = "00000000";  // one block per shard
+    }
+  }
+  WriteIndexJson(dir, index);
+  ExpectFailsEverywhere(LoadOnEveryRank(dir, 2), {"failed on rank 0", "index.json", "checksum.block_bytes = 1073741824"});
+
+  // Within the cap, the buffer must still hold 4 blocks (64 B here).
+  LoadOptions small;
+  small.buffer_bytes = 255;
+  ExpectFailsEverywhere(LoadOnEveryRank(CopyOfPristine("small_buffer"), 2, Layout(), small),
+                        {"failed on rank 0", "index.json", "checksum block size 64 needs a read buffer of 4 blocks",
+                         "LoadOptions::buffer_bytes is 255"});
+  small.buffer_bytes = 256;
+  for (const Outcome& o : LoadOnEveryRank(CopyOfPristine("small_buffer_ok"), 2, Layout(), small)) {
+    EXPECT_EQ(o.code, absl::StatusCode::kOk) << o.message;
+  }
+}
+
+// An exception on one rank while copying (here: a destination whose elements
+// alias, which copy_ refuses) is that rank's error on every rank, not a hang.
+TEST(BadCheckpointTest, ExceptionWhileCopyingFailsEveryRank) {
+  const std::string dir = CopyOfPristine("throwing_copy");
+  SimulatedCluster cluster(2, testing::Options());
+  auto outcomes = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<std::string> {
+    auto state = MakeState(Layout(), -1, ctx.pg);
+    if (!state.ok()) return state.status();
+    if (ctx.rank == 1) state->Set("d", at::zeros({1}, at::kFloat).expand({4, 4}));
+    return std::string(LoadCheckpoint(*state, dir, *ctx.pg).message());
+  });
+  ASSERT_TRUE(outcomes.ok()) << outcomes.status();
+  for (const std::string& m : *outcomes) {
+    EXPECT_EQ(m, (*outcomes)[0]);
+    EXPECT_THAT(m, HasSubstr("failed on rank 1: LibTorch error: "));
+    EXPECT_THAT(m, ::testing::Not(HasSubstr("Exception raised from")));  // no backtrace
   }
 }
 

@@ -1,11 +1,14 @@
-// A save that fails part-way -- a rank that throws (the simulator kills its
-// process group) or returns an error at any stage -- commits nothing: the
-// previous checkpoint stays loadable, the new one is invisible, and every
-// rank that returns reports the failing rank.
+// A save that fails part-way -- a rank that returns an error or throws at any
+// stage -- commits nothing: the previous checkpoint stays loadable, the new
+// one is invisible, no temporary file is left, and every rank returns the
+// same error naming the failing rank, without waiting for a timeout.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <c10/util/Exception.h>
+
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -75,17 +78,79 @@ absl::Status LoadAndCheck(const std::string& dir, int world, int salt) {
   });
 }
 
+enum class How { kFails, kThrows, kThrowsTorchError };
+
 struct Fault {
   SaveStage stage;
   int rank;
-  bool throws;  // else returns an error status
+  How how;
 };
 
+const char* StageName(SaveStage stage) {
+  switch (stage) {
+    case SaveStage::kDataWritten:
+      return "DataWritten";
+    case SaveStage::kDataRenamed:
+      return "DataRenamed";
+    case SaveStage::kIndexWritten:
+      return "IndexWritten";
+    case SaveStage::kIndexRenamed:
+      return "IndexRenamed";
+  }
+  return "?";
+}
+
 std::string Describe(const Fault& f) {
-  const char* stage = f.stage == SaveStage::kDataWritten   ? "DataWritten"
-                      : f.stage == SaveStage::kDataRenamed ? "DataRenamed"
-                                                           : "IndexWritten";
-  return absl::StrCat(stage, "_rank", f.rank, f.throws ? "_throws" : "_fails");
+  const char* how = f.how == How::kFails ? "_fails" : f.how == How::kThrows ? "_throws" : "_throws_torch";
+  return absl::StrCat(StageName(f.stage), "_rank", f.rank, how);
+}
+
+void PrintTo(const Fault& f, std::ostream* os) { *os << Describe(f); }
+
+// The hook for `fault`, and what every rank's error then says after "failed
+// on rank R: ".
+SaveOptions FaultyOptions(const Fault& fault) {
+  SaveOptions options;
+  options.fault_hook = [fault](SaveStage stage, int rank) -> absl::Status {
+    if (stage != fault.stage || rank != fault.rank) return absl::OkStatus();
+    if (fault.how == How::kThrows) throw std::runtime_error("injected crash");
+    TORCH_CHECK(fault.how != How::kThrowsTorchError, "injected torch error");
+    return absl::ResourceExhaustedError("injected: disk full");
+  };
+  return options;
+}
+
+std::string ExpectedError(const Fault& fault) {
+  return fault.how == How::kFails    ? "injected: disk full"
+         : fault.how == How::kThrows ? "exception: injected crash"
+                                     : "LibTorch error: injected torch error";
+}
+
+// Saves kNew with `fault` on kWorld ranks; every rank's own answer. The save
+// must end well before the collective timeout: no rank waits for a peer
+// that gave up.
+std::vector<absl::Status> FaultySave(const std::string& dir, const Fault& fault) {
+  SimulatedCluster cluster(kWorld, testing::Options());
+  std::vector<absl::Status> per_rank(kWorld);
+  const SaveOptions options = FaultyOptions(fault);
+  const auto start = std::chrono::steady_clock::now();
+  absl::Status run = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    auto state = MakeState(Layout(), kNew, ctx.pg);
+    if (!state.ok()) return state.status();
+    per_rank[ctx.rank] = SaveCheckpoint(*state, dir, *ctx.pg, options);
+    return absl::OkStatus();  // collect every rank's own answer
+  });
+  EXPECT_TRUE(run.ok()) << "a rank did not return (an exception escaped?): " << run;
+  EXPECT_LT(std::chrono::steady_clock::now() - start, testing::Options().collective_timeout);
+  return per_rank;
+}
+
+std::vector<std::string> TempFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const std::string& name : Names(dir)) {
+    if (absl::StartsWith(name, ".tmp-")) out.push_back(name);
+  }
+  return out;
 }
 
 class FailedSaveTest : public ::testing::TestWithParam<Fault> {};
@@ -98,38 +163,16 @@ TEST_P(FailedSaveTest, PreviousCheckpointSurvivesAndTheNewOneIsInvisible) {
   const std::string index_before = ReadText(JoinPath(dir, kIndexFileName));
   const std::vector<std::string> files_before = Names(dir);
 
-  SaveOptions options;
-  options.fault_hook = [&](SaveStage stage, int rank) -> absl::Status {
-    if (stage != fault.stage || rank != fault.rank) return absl::OkStatus();
-    if (fault.throws) throw std::runtime_error("injected crash");
-    return absl::ResourceExhaustedError("injected: disk full");
-  };
-  SimulatedCluster cluster(kWorld, testing::Options());
-  std::vector<absl::Status> per_rank(kWorld);
-  absl::Status run = cluster.Run([&](RankContext& ctx) -> absl::Status {
-    auto state = MakeState(Layout(), kNew, ctx.pg);
-    if (!state.ok()) return state.status();
-    per_rank[ctx.rank] = SaveCheckpoint(*state, dir, *ctx.pg, options);
-    return absl::OkStatus();  // collect every rank's own answer
-  });
-  if (fault.throws) {
-    // The simulator reports the rank that died; the others were released.
-    ASSERT_FALSE(run.ok());
-    EXPECT_EQ(simulate::FailedRank(run), fault.rank) << run;
-    EXPECT_THAT(std::string(run.message()), HasSubstr("injected crash"));
-    for (int r = 0; r < kWorld; ++r) {
-      if (r != fault.rank) {
-        EXPECT_FALSE(per_rank[r].ok()) << "rank " << r << " reported success";
-      }
-    }
-  } else {
-    ASSERT_TRUE(run.ok()) << run;
-    for (int r = 0; r < kWorld; ++r) {
-      EXPECT_EQ(per_rank[r].code(), absl::StatusCode::kResourceExhausted) << "rank " << r << ": " << per_rank[r];
-      EXPECT_EQ(per_rank[r].message(), per_rank[0].message());
-      EXPECT_THAT(std::string(per_rank[r].message()),
-                  HasSubstr(absl::StrCat("failed on rank ", fault.rank, ": injected: disk full")));
-    }
+  // A status or an exception: every rank returns the same error, naming the
+  // failing rank.
+  const std::vector<absl::Status> per_rank = FaultySave(dir, fault);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_EQ(per_rank[r].code(), fault.how == How::kFails ? absl::StatusCode::kResourceExhausted
+                                                           : absl::StatusCode::kInternal)
+        << "rank " << r << ": " << per_rank[r];
+    EXPECT_EQ(per_rank[r].message(), per_rank[0].message());
+    EXPECT_THAT(std::string(per_rank[r].message()),
+                HasSubstr(absl::StrCat("failed on rank ", fault.rank, ": ", ExpectedError(fault))));
   }
 
   // Nothing was committed: the index is byte-identical and still loads, at
@@ -141,7 +184,7 @@ TEST_P(FailedSaveTest, PreviousCheckpointSurvivesAndTheNewOneIsInvisible) {
   EXPECT_TRUE(loaded.ok()) << loaded;
   // Temporary files are gone; files renamed before the failure may remain,
   // unreferenced.
-  for (const std::string& name : Names(dir)) EXPECT_FALSE(absl::StartsWith(name, ".tmp-")) << name;
+  EXPECT_THAT(TempFiles(dir), ::testing::IsEmpty());
   if (fault.stage == SaveStage::kDataWritten) {
     EXPECT_EQ(Names(dir), files_before);
   }
@@ -155,13 +198,56 @@ TEST_P(FailedSaveTest, PreviousCheckpointSurvivesAndTheNewOneIsInvisible) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, FailedSaveTest,
-                         ::testing::Values(Fault{SaveStage::kDataWritten, 2, true},
-                                           Fault{SaveStage::kDataWritten, 1, false},
-                                           Fault{SaveStage::kDataRenamed, 3, true},
-                                           Fault{SaveStage::kDataRenamed, 0, false},
-                                           Fault{SaveStage::kIndexWritten, 0, true},
-                                           Fault{SaveStage::kIndexWritten, 0, false}),
+                         ::testing::Values(Fault{SaveStage::kDataWritten, 2, How::kThrows},
+                                           Fault{SaveStage::kDataWritten, 1, How::kFails},
+                                           Fault{SaveStage::kDataWritten, 3, How::kThrowsTorchError},
+                                           Fault{SaveStage::kDataRenamed, 3, How::kThrows},
+                                           Fault{SaveStage::kDataRenamed, 0, How::kFails},
+                                           Fault{SaveStage::kDataRenamed, 1, How::kThrowsTorchError},
+                                           Fault{SaveStage::kIndexWritten, 0, How::kThrows},
+                                           Fault{SaveStage::kIndexWritten, 0, How::kFails}),
                          [](const auto& info) { return Describe(info.param); });
+
+// A failure after the commit point (the directory fsync after the index
+// rename; the hook stands in for it): the new checkpoint is in place, but the
+// rename may not be durable, so the previous checkpoint's files are kept for
+// the old index that a crash could bring back.
+class NotDurableTest : public ::testing::TestWithParam<How> {};
+
+TEST_P(NotDurableTest, CommittedButOldFilesKept) {
+  const Fault fault{SaveStage::kIndexRenamed, 0, GetParam()};
+  const std::string dir = testing::FreshDir(Describe(fault));
+  absl::Status saved = Save(dir, kWorld, kOld);
+  ASSERT_TRUE(saved.ok()) << saved;
+  const std::string index_before = ReadText(JoinPath(dir, kIndexFileName));
+  const std::vector<std::string> files_before = Names(dir);
+
+  const std::vector<absl::Status> per_rank = FaultySave(dir, fault);
+  for (int r = 0; r < kWorld; ++r) {
+    EXPECT_FALSE(per_rank[r].ok()) << "rank " << r;
+    EXPECT_EQ(per_rank[r].message(), per_rank[0].message());
+    EXPECT_THAT(std::string(per_rank[r].message()),
+                HasSubstr(absl::StrCat("failed on rank 0: the new checkpoint is committed (index.json was renamed "
+                                       "into place) but may not be durable: ",
+                                       ExpectedError(fault), "; the previous checkpoint's files were kept")));
+  }
+  EXPECT_NE(ReadText(JoinPath(dir, kIndexFileName)), index_before);
+  absl::Status loaded = LoadAndCheck(dir, 3, kNew);
+  EXPECT_TRUE(loaded.ok()) << loaded;
+  const std::vector<std::string> files_after = Names(dir);
+  for (const std::string& name : files_before) {
+    EXPECT_TRUE(std::binary_search(files_after.begin(), files_after.end(), name)) << name << " was removed";
+  }
+  EXPECT_EQ(files_after.size(), 2 * files_before.size() - 1);  // one index, both generations' data
+  EXPECT_THAT(TempFiles(dir), ::testing::IsEmpty());
+
+  saved = Save(dir, 2, kNew + 1);  // a durable commit clears the old generation
+  ASSERT_TRUE(saved.ok()) << saved;
+  EXPECT_EQ(Names(dir).size(), 3u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, NotDurableTest, ::testing::Values(How::kFails, How::kThrows),
+                         [](const auto& info) { return std::string(info.param == How::kFails ? "fails" : "throws"); });
 
 // A directory a rank cannot write into fails the save everywhere, naming it.
 TEST(FailedSaveTest, UnwritableDirectoryNamesTheRankAndPath) {

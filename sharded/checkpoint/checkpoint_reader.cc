@@ -33,19 +33,11 @@ absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expe
   auto size = file.Size();
   if (!size.ok()) return size.status();
   const std::string name = Quote(expected.name);
-  if (*size >= 8) {
-    unsigned char prefix[8];
-    absl::Status s = file.ReadAt(prefix, 8, 0);
-    if (!s.ok()) return s;
-    header_bytes_read_ += 8;
-    uint64_t n = 0;
-    for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(prefix[i]) << (8 * i);
-    if (n > static_cast<uint64_t>(*size - 8)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("data file ", name, ": header length ", n, " is larger than the file (", *size, " bytes)"));
-    }
-    if (*size == expected.bytes && n != static_cast<uint64_t>(expected.header_bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat("data file ", name, ": header length ", n,
+  if (*size >= 8) {  // a shorter file is reported as truncated below
+    auto n = ReadSafetensorsHeaderLength(file, *size, expected.name, &header_bytes_read_);
+    if (!n.ok()) return n.status();
+    if (*size == expected.bytes && *n != expected.header_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("data file ", name, ": header length ", *n,
                                                      " differs from the index's ", expected.header_bytes));
     }
   }

@@ -83,6 +83,7 @@ absl::StatusOr<StateDict> MakeState(const std::vector<TensorSpec>& specs, int sa
 
 bool BitEqual(const at::Tensor& a, const at::Tensor& b) {
   if (a.scalar_type() != b.scalar_type() || a.sizes() != b.sizes()) return false;
+  if (a.numel() == 0) return true;  // empty tensors may have no storage (memcmp of null is UB)
   const at::Tensor x = a.contiguous(), y = b.contiguous();
   return std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * x.element_size()) == 0;
 }

@@ -9,6 +9,7 @@
 #include "sharded/checkpoint/block_checksums.h"
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/checkpoint/row_major_tiles.h"
 #include "sharded/checkpoint/safetensors.h"
@@ -100,7 +101,9 @@ absl::StatusOr<WrittenFile> WriteDataFile(const std::string& path, const std::ve
                                           const DataFileOptions& options) {
   auto file = File::CreateNew(path);
   if (!file.ok()) return file.status();
-  auto written = WriteAll(*file, entries, options);
+  // An exception (a failing tensor copy) is an error like any other: the
+  // partial file is removed either way.
+  auto written = NoThrow([&] { return WriteAll(*file, entries, options); });
   if (!written.ok()) {
     file->Close().IgnoreError();
     RemoveFile(path).IgnoreError();

@@ -41,7 +41,8 @@ struct DataFileOptions {
 };
 
 // Creates `path` (which must not exist), writes the entries and fsyncs. On
-// error the partial file is removed.
+// error (an exception included, returned as a status) the partial file is
+// removed.
 absl::StatusOr<WrittenFile> WriteDataFile(const std::string& path, const std::vector<EntryToWrite>& entries,
                                           const DataFileOptions& options);
 

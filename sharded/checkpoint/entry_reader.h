@@ -53,6 +53,9 @@ struct ReadStats {
 class EntryReader {
  public:
   // The buffer is max(buffer_bytes, 4 blocks), allocated on first use.
+  // LoadCheckpoint refuses indexes whose 4 blocks exceed buffer_bytes, so
+  // there the buffer is buffer_bytes; the ckpt tool relies on the index's
+  // 64 MiB cap on blocks (kMaxBlockBytes).
   EntryReader(int64_t buffer_bytes, ReadStats* stats);
 
   // Copies the box (region_offsets, region_sizes), in global coordinates and

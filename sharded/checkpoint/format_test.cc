@@ -6,11 +6,15 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <stdexcept>
+
+#include <c10/util/Exception.h>
 
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/file_names.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/checkpoint/row_major_tiles.h"
 #include "sharded/checkpoint/safetensors.h"
@@ -36,6 +40,42 @@ TEST(NamesTest, KeysThatCouldNamePathsAreRefused) {
   EXPECT_FALSE(ValidateKey(std::string(1025, 'k')).ok());
   for (const char* ok : {"data-1-r00000.safetensors", "index.json"}) EXPECT_TRUE(ValidateFileName(ok).ok()) << ok;
   for (const char* bad : {"", ".", "..", "../x", "a/b", ".hidden", "x y"}) EXPECT_FALSE(ValidateFileName(bad).ok()) << bad;
+}
+
+TEST(NamesTest, KeysMustBeStrictUtf8) {
+  // Valid: ASCII, 2-, 3- and 4-byte forms at the edges of their ranges.
+  for (const char* ok : {"poids.\xc3\xa9", "\xc2\x80", "\xe0\xa0\x80", "\xed\x9f\xbf", "\xee\x80\x80",
+                         "\xef\xbf\xbf", "\xf0\x90\x80\x80", "\xf4\x8f\xbf\xbf", "\xe6\x9d\x83\xe9\x87\x8d"}) {
+    EXPECT_TRUE(IsValidUtf8(ok)) << Quote(ok);
+    EXPECT_TRUE(ValidateKey(ok).ok()) << Quote(ok);
+  }
+  struct Bad {
+    const char* text;
+    size_t offset;
+  };
+  for (const Bad& bad : std::vector<Bad>{
+           {"w\xff", 1},                  // never a UTF-8 byte
+           {"\x80", 0},                   // lone continuation byte
+           {"a\xc3", 1},                  // truncated 2-byte form
+           {"\xe6\x9d", 0},              // truncated 3-byte form
+           {"\xc0\xaf", 0},              // overlong '/'
+           {"\xc1\xbf", 0},              // overlong
+           {"\xe0\x80\xaf", 0},         // overlong 3-byte
+           {"\xf0\x80\x80\xaf", 0},    // overlong 4-byte
+           {"x\xed\xa0\x80", 1},        // surrogate U+D800
+           {"\xed\xbf\xbf", 0},         // surrogate U+DFFF
+           {"\xf4\x90\x80\x80", 0},    // U+110000
+           {"\xf5\x80\x80\x80", 0},    // beyond any code point
+           {"\xc3\xa9\xc3(", 2}}) {      // bad continuation after a good character
+    size_t offset = 99;
+    EXPECT_FALSE(IsValidUtf8(bad.text, &offset)) << Quote(bad.text);
+    EXPECT_EQ(offset, bad.offset) << Quote(bad.text);
+    absl::Status s = ValidateKey(bad.text);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << Quote(bad.text);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("not valid UTF-8")) << Quote(bad.text);
+  }
+  // The key is named, escaped: the message itself is printable ASCII.
+  EXPECT_EQ(ValidateKey("w\xff").message(), "state dict key 'w\\xff' is not valid UTF-8 (bad byte at offset 1)");
 }
 
 TEST(NamesTest, DtypeNamesAreSafetensorsSpellings) {
@@ -132,6 +172,29 @@ TEST(SafetensorsTest, HostileHeadersAreRefusedBeforeAllocation) {
               HasSubstr("overflow"));
   EXPECT_THAT(bad(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,18446744073709551615]}})", 8),
               HasSubstr("out of range"));
+}
+
+TEST(SafetensorsTest, HeaderLengthIsCheckedAgainstTheFile) {
+  auto length = [](const std::string& bytes) -> absl::StatusOr<int64_t> {
+    const std::string path = TempPath("length.safetensors");
+    RemoveFile(path).IgnoreError();
+    std::ofstream(path, std::ios::binary) << bytes;
+    auto file = File::OpenForRead(path);
+    if (!file.ok()) return file.status();
+    int64_t read = 0;
+    auto n = ReadSafetensorsHeaderLength(*file, *file->Size(), "f", &read);
+    EXPECT_EQ(read, bytes.size() < 8 ? 0 : 8);  // the prefix, never the header
+    return n;
+  };
+  EXPECT_EQ(*length(RawHeader("{}      ")), 8);
+  EXPECT_EQ(*length(RawHeader("")), 0);
+  EXPECT_THAT(std::string(length("abc").status().message()), HasSubstr("data file 'f': has 3 bytes, too short"));
+  std::string huge(8, '\0');
+  huge[7] = '\x80';  // 2^63: above INT64_MAX, as a signed value it would be negative
+  EXPECT_THAT(std::string(length(huge + "{}").status().message()),
+              HasSubstr("header length 9223372036854775808 is larger than the file (10 bytes)"));
+  EXPECT_THAT(std::string(length(RawHeader("{}").substr(0, 9)).status().message()),
+              HasSubstr("header length 2 is larger than the file (9 bytes)"));
 }
 
 // Random damage to a valid header (flipped bytes, cut text): every result is
@@ -235,6 +298,19 @@ TEST(IndexTest, InconsistentIndexesNameTheKey) {
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shape = {4}; }),
               ::testing::AllOf(HasSubstr("key 'b'"), HasSubstr("dense")));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[1].rank = 2; }), HasSubstr("world size"));
+  // Checksum blocks above the cap: a reader would allocate 4 of them.
+  auto huge_blocks = [](CheckpointIndex& i) {
+    i.block_bytes = kMaxBlockBytes + 64;
+    for (IndexTensor& t : i.tensors) {
+      for (IndexShard& s : t.shards) s.block_crcs = {0};
+    }
+  };
+  EXPECT_THAT(Invalid(huge_blocks), ::testing::AllOf(HasSubstr("'index.json'"), HasSubstr("block_bytes = 67108928")));
+  CheckpointIndex index = SmallIndex();
+  huge_blocks(index);
+  EXPECT_THAT(std::string(ValidateIndex(index, "x").message()), HasSubstr("checksum block size 67108928 is outside"));
+  index.block_bytes = kMaxBlockBytes;
+  EXPECT_TRUE(ValidateIndex(index, "x").ok()) << ValidateIndex(index, "x");
   EXPECT_EQ(Invalid([](CheckpointIndex&) {}), "OK");
 }
 
@@ -251,6 +327,21 @@ TEST(IndexTest, MalformedJsonIsAnErrorNotACrash) {
   EXPECT_THAT(std::string(ParseIndex(wrong_type, "i").status().message()), HasSubstr("world_size"));
   auto newer = ParseIndex(R"({"format":"shardlight.checkpoint","version":7,"anything":"new"})", "i");
   EXPECT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(NoThrowTest, ExceptionsBecomeStatusesWithoutBacktraces) {
+  absl::Status torch = NoThrow([]() -> absl::Status {
+    TORCH_CHECK(false, "boom");
+    return absl::OkStatus();
+  });
+  EXPECT_EQ(torch.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(torch.message(), "LibTorch error: boom");
+  absl::StatusOr<int> other = NoThrow([]() -> absl::StatusOr<int> { throw std::runtime_error("bad"); });
+  EXPECT_EQ(other.status().message(), "exception: bad");
+  absl::Status oom = NoThrow([]() -> absl::Status { throw std::bad_alloc(); });
+  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(NoThrow([]() -> absl::Status { throw 3; }).message(), "exception of an unknown type");
+  EXPECT_EQ(*NoThrow([] { return absl::StatusOr<int>(7); }), 7);
 }
 
 TEST(RowMajorTilesTest, TilesCoverTheBoxInOrderWithinTheLimit) {

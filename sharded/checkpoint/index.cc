@@ -15,8 +15,6 @@ namespace {
 constexpr char kFormatName[] = "shardlight.checkpoint";
 constexpr size_t kMaxDims = 64;
 constexpr int kMaxWorldSize = 1 << 20;
-constexpr int64_t kMinBlockBytes = 64;
-constexpr int64_t kMaxBlockBytes = int64_t{1} << 30;
 
 using Json = nlohmann::json;
 
@@ -272,7 +270,8 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
     return Bad(display_name, absl::StrCat("unsupported format version ", index.version));
   }
   if (index.block_bytes < kMinBlockBytes || index.block_bytes > kMaxBlockBytes) {
-    return Bad(display_name, absl::StrCat("checksum block size ", index.block_bytes, " is out of range"));
+    return Bad(display_name, absl::StrCat("checksum block size ", index.block_bytes, " is outside [", kMinBlockBytes,
+                                          ", ", kMaxBlockBytes, "]"));
   }
   std::unordered_map<std::string, const IndexFile*> files;
   for (const IndexFile& f : index.files) {

@@ -27,6 +27,11 @@ constexpr int64_t kFormatVersion = 1;
 constexpr char kIndexFileName[] = "index.json";
 // An index larger than this is refused before it is read.
 constexpr int64_t kMaxIndexBytes = int64_t{256} << 20;
+// The range of checksum block sizes a save writes and an index may hold. The
+// cap bounds what a reader allocates for a (possibly hostile) index: its
+// buffer holds 4 blocks.
+constexpr int64_t kMinBlockBytes = 64;
+constexpr int64_t kMaxBlockBytes = int64_t{64} << 20;
 
 struct IndexFile {
   std::string name;  // plain name inside the checkpoint directory

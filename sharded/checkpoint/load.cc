@@ -13,6 +13,7 @@
 #include "sharded/checkpoint/entry_reader.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -137,6 +138,20 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   return absl::OkStatus();
 }
 
+// The read buffer holds 4 checksum blocks (see EntryReader); the index's
+// block size must not make it exceed LoadOptions::buffer_bytes. Every rank
+// reads the same index, so every rank fails alike.
+absl::Status CheckBufferFits(const CheckpointReader& reader, const LoadOptions& options) {
+  const int64_t block = reader.index().block_bytes;  // <= kMaxBlockBytes: validated
+  if (options.buffer_bytes < 4 * block) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint index ", Quote(JoinPath(reader.dir(), kIndexFileName)), ": checksum block size ", block,
+        " needs a read buffer of 4 blocks (", 4 * block, " bytes); LoadOptions::buffer_bytes is ",
+        options.buffer_bytes));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Fail(const ReadOp& op, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat("key ", Quote(*op.key), ": ", s.message()));
 }
@@ -164,14 +179,21 @@ absl::Status CopyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops, E
 absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::ProcessGroup& pg,
                             const LoadOptions& options, LoadStats* stats) {
   const std::string what = absl::StrCat("checkpoint load from '", dir, "'");
+  // Every rank-local phase runs through NoThrow: a rank that threw would skip
+  // the next agreement and leave its peers waiting for it.
 
   // Step 1: read the index, open and check every file this rank needs, match
   // every key's shape and dtype, and plan the reads.
-  absl::StatusOr<CheckpointReader> reader = CheckpointReader::Open(dir);
+  absl::StatusOr<CheckpointReader> reader = absl::UnknownError("not opened");
   std::vector<Destination> destinations;
   std::vector<ReadOp> ops;
-  absl::Status mine = reader.status();
-  if (mine.ok()) mine = Plan(to_fill, *reader, options, &destinations, &ops);
+  absl::Status mine = NoThrow([&]() -> absl::Status {
+    reader = CheckpointReader::Open(dir);
+    if (!reader.ok()) return reader.status();
+    absl::Status s = CheckBufferFits(*reader, options);
+    if (!s.ok()) return s;
+    return Plan(to_fill, *reader, options, &destinations, &ops);
+  });
 
   // Step 2: no rank writes a byte unless every rank's plan is sound.
   absl::Status s = Agree(pg, mine, what);
@@ -191,7 +213,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   // Step 3 (verify_before_write): every rank checks every block it will
   // read, and no rank writes unless all are sound.
   if (options.verify_before_write) {
-    s = Agree(pg, VerifyAll(*reader, ops, entries), what);
+    s = Agree(pg, NoThrow([&] { return VerifyAll(*reader, ops, entries); }), what);
     if (!s.ok()) {
       report();
       return s;
@@ -199,7 +221,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   }
 
   // Step 4: read into the destinations, checking every block.
-  mine = CopyAll(*reader, ops, entries);
+  mine = NoThrow([&] { return CopyAll(*reader, ops, entries); });
   report();
 
   // Step 5: every rank returns the same outcome.

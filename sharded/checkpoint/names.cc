@@ -22,10 +22,50 @@ std::string Quote(absl::string_view text) {
   return out;
 }
 
+bool IsValidUtf8(absl::string_view text, size_t* bad_offset) {
+  size_t i = 0;
+  const size_t n = text.size();
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  auto continuation = [&](size_t k, unsigned char lo = 0x80, unsigned char hi = 0xBF) {
+    return k < n && byte(k) >= lo && byte(k) <= hi;
+  };
+  while (i < n) {
+    const unsigned char c = byte(i);
+    size_t length = 0;
+    if (c < 0x80) {
+      length = 1;
+    } else if (c >= 0xC2 && c <= 0xDF) {  // C0, C1: overlong two-byte forms
+      length = continuation(i + 1) ? 2 : 0;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      // E0: second byte A0.. (no overlongs); ED: ..9F (no surrogates).
+      const unsigned char lo = c == 0xE0 ? 0xA0 : 0x80;
+      const unsigned char hi = c == 0xED ? 0x9F : 0xBF;
+      length = continuation(i + 1, lo, hi) && continuation(i + 2) ? 3 : 0;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      // F0: second byte 90.. (no overlongs); F4: ..8F (at most U+10FFFF).
+      const unsigned char lo = c == 0xF0 ? 0x90 : 0x80;
+      const unsigned char hi = c == 0xF4 ? 0x8F : 0xBF;
+      length = continuation(i + 1, lo, hi) && continuation(i + 2) && continuation(i + 3) ? 4 : 0;
+    }  // 80..BF (a lone continuation byte), F5..FF: never valid first bytes
+    if (length == 0) {
+      if (bad_offset != nullptr) *bad_offset = i;
+      return false;
+    }
+    i += length;
+  }
+  return true;
+}
+
 absl::Status ValidateKey(absl::string_view key) {
   if (key.empty()) return absl::InvalidArgumentError("state dict key is empty");
   if (key.size() > 1024) {
     return absl::InvalidArgumentError(absl::StrCat("state dict key ", Quote(key), " is longer than 1024 bytes"));
+  }
+  // JSON (the index, safetensors headers) holds only UTF-8: a key that is not
+  // would fail the save part-way, so it is refused up front.
+  if (size_t bad = 0; !IsValidUtf8(key, &bad)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("state dict key ", Quote(key), " is not valid UTF-8 (bad byte at offset ", bad, ")"));
   }
   for (char ch : key) {
     const unsigned char c = static_cast<unsigned char>(ch);

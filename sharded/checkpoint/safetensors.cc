@@ -139,9 +139,8 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::string& json
   return header;
 }
 
-absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const File& file, int64_t file_size,
-                                                        const std::string& display_name, int64_t max_header_bytes,
-                                                        int64_t* bytes_read) {
+absl::StatusOr<int64_t> ReadSafetensorsHeaderLength(const File& file, int64_t file_size,
+                                                    const std::string& display_name, int64_t* bytes_read) {
   if (file_size < 8) {
     return Bad(display_name, absl::StrCat("has ", file_size, " bytes, too short for a header length (truncated?)"));
   }
@@ -151,18 +150,26 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const File& file, int64_
   if (bytes_read) *bytes_read += 8;
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= static_cast<uint64_t>(prefix[i]) << (8 * i);
-  // Both checks come before the allocation: a hostile length costs nothing.
   if (n > static_cast<uint64_t>(file_size - 8)) {
     return Bad(display_name, absl::StrCat("header length ", n, " is larger than the file (", file_size, " bytes)"));
   }
-  if (n > static_cast<uint64_t>(max_header_bytes)) {
-    return Bad(display_name, absl::StrCat("header length ", n, " exceeds the limit of ", max_header_bytes, " bytes"));
+  return static_cast<int64_t>(n);
+}
+
+absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const File& file, int64_t file_size,
+                                                        const std::string& display_name, int64_t max_header_bytes,
+                                                        int64_t* bytes_read) {
+  // Both checks come before the allocation: a hostile length costs nothing.
+  auto n = ReadSafetensorsHeaderLength(file, file_size, display_name, bytes_read);
+  if (!n.ok()) return n.status();
+  if (*n > max_header_bytes) {
+    return Bad(display_name, absl::StrCat("header length ", *n, " exceeds the limit of ", max_header_bytes, " bytes"));
   }
-  std::string json(static_cast<size_t>(n), '\0');
-  s = file.ReadAt(json.data(), static_cast<int64_t>(n), 8);
+  std::string json(static_cast<size_t>(*n), '\0');
+  absl::Status s = file.ReadAt(json.data(), *n, 8);
   if (!s.ok()) return Bad(display_name, std::string(s.message()));
-  if (bytes_read) *bytes_read += static_cast<int64_t>(n);
-  return ParseSafetensorsHeader(json, file_size - 8 - static_cast<int64_t>(n), display_name);
+  if (bytes_read) *bytes_read += *n;
+  return ParseSafetensorsHeader(json, file_size - 8 - *n, display_name);
 }
 
 }  // namespace shardlight::sharded::checkpoint

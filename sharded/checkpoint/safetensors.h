@@ -51,6 +51,12 @@ absl::StatusOr<int64_t> AssignDataOffsets(std::vector<SafetensorsEntry>& entries
 std::string EncodeSafetensorsHeader(const std::vector<SafetensorsEntry>& entries,
                                     const std::map<std::string, std::string>& metadata);
 
+// Reads the 8-byte header length N of `file` (size `file_size`) and checks
+// that N header bytes fit in the file; `display_name` names the file in
+// errors. `bytes_read` (optional) is increased by the bytes read.
+absl::StatusOr<int64_t> ReadSafetensorsHeaderLength(const File& file, int64_t file_size,
+                                                    const std::string& display_name, int64_t* bytes_read = nullptr);
+
 // Reads and validates the header of `file`, whose size is `file_size`.
 // `display_name` names the file in errors. `max_header_bytes` caps N.
 // `bytes_read` (optional) is increased by the bytes read.

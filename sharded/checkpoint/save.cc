@@ -12,6 +12,7 @@
 #include "sharded/checkpoint/file_names.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -228,11 +229,13 @@ absl::Status RunHook(const SaveOptions& options, SaveStage stage, int rank) {
   return options.fault_hook ? options.fault_hook(stage, rank) : absl::OkStatus();
 }
 
-// Rank 0: writes the index under a temporary name, then renames it over
-// index.json -- the commit point -- and makes the rename durable.
+// Rank 0: writes the index under a temporary name, renames it over
+// index.json -- the commit point -- and makes the rename durable. Only then
+// are the files the new index does not name removed: were the rename lost
+// (a crash before the directory reached the disk), the old index would come
+// back and need its files.
 absl::Status CommitIndex(const StateDict& state_dict, const std::vector<std::string>& payloads, const std::string& dir,
-                         const std::string& generation, const SaveOptions& options, bool* committed,
-                         CheckpointIndex* index_out) {
+                         const std::string& generation, const SaveOptions& options) {
   auto index = BuildIndex(state_dict, payloads, generation, options.checksum_block_bytes);
   if (!index.ok()) return index.status();
   absl::Status s = ValidateIndex(*index, "new index");  // never commit what a load would refuse
@@ -254,9 +257,21 @@ absl::Status CommitIndex(const StateDict& state_dict, const std::vector<std::str
   s = RenameFile(temp, JoinPath(dir, kIndexFileName));
   if (!s.ok()) return s;
   guard.Release();
-  *committed = true;
-  *index_out = *std::move(index);
-  return SyncDirectory(dir);
+  // Committed: from here a failure must not be reported as "nothing saved".
+  s = NoThrow([&] { return RunHook(options, SaveStage::kIndexRenamed, 0); });
+  if (s.ok()) s = SyncDirectory(dir);
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("the new checkpoint is committed (", kIndexFileName,
+                                               " was renamed into place) but may not be durable: ", s.message(),
+                                               "; the previous checkpoint's files were kept"));
+  }
+  if (options.remove_stale_files) {
+    NoThrow([&] {  // best effort: leftovers go at the next save
+      RemoveStaleFiles(dir, *index);
+      return absl::OkStatus();
+    }).IgnoreError();
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -266,16 +281,26 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
   const int rank = pg.getRank();
   const int world = pg.getSize();
   const std::string what = absl::StrCat("checkpoint save to '", dir, "'");
-  if (options.checksum_block_bytes < 64 || options.checksum_block_bytes > (int64_t{1} << 30)) {
-    return absl::InvalidArgumentError(absl::StrCat(what, ": checksum_block_bytes must be in [64, 1 GiB]"));
+  if (options.checksum_block_bytes < kMinBlockBytes || options.checksum_block_bytes > kMaxBlockBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": checksum_block_bytes must be in [", kMinBlockBytes, ", ", kMaxBlockBytes, "]"));
   }
+
+  // Every rank-local phase runs through NoThrow: a rank that threw would
+  // skip the next agreement and leave its peers waiting for it.
 
   // Step 1: each rank checks its part of the dict and the directory; ranks
   // agree on the dict's structure and take rank 0's generation.
-  absl::StatusOr<LocalPlan> plan = PlanLocal(state_dict, rank, world);
-  absl::Status mine = plan.status();
-  if (mine.ok()) mine = MakeDirectories(dir);
-  const std::string proposal = plan.ok() ? absl::StrCat(plan->fingerprint, ":", rank == 0 ? NewGeneration() : "") : "";
+  absl::StatusOr<LocalPlan> plan = absl::UnknownError("not planned");
+  std::string proposal;
+  absl::Status mine = NoThrow([&]() -> absl::Status {
+    plan = PlanLocal(state_dict, rank, world);
+    if (!plan.ok()) return plan.status();
+    absl::Status s = MakeDirectories(dir);
+    if (!s.ok()) return s;
+    proposal = absl::StrCat(plan->fingerprint, ":", rank == 0 ? NewGeneration() : "");
+    return absl::OkStatus();
+  });
   auto step1 = AgreeAndGather(pg, mine, proposal, what);
   if (!step1.ok()) return step1.status();
   const std::string fingerprint0 = (*step1)[0].substr(0, (*step1)[0].find(':'));
@@ -291,47 +316,52 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
   const std::string temp = JoinPath(dir, TempDataFileName(generation, rank));
   const std::string final_name = DataFileName(generation, rank);
   RemoveOnExit guard;
-  DataFileOptions file_options;
-  file_options.block_bytes = options.checksum_block_bytes;
-  file_options.buffer_bytes = options.buffer_bytes;
-  file_options.metadata = {{"format", "shardlight.checkpoint"},
-                           {"version", std::to_string(kFormatVersion)},
-                           {"rank", std::to_string(rank)}};
-  absl::StatusOr<WrittenFile> written = WriteDataFile(temp, plan->entries, file_options);
-  mine = written.status();
-  if (mine.ok()) {
+  int64_t bytes_written = 0;
+  std::string payload;
+  mine = NoThrow([&]() -> absl::Status {
+    DataFileOptions file_options;
+    file_options.block_bytes = options.checksum_block_bytes;
+    file_options.buffer_bytes = options.buffer_bytes;
+    file_options.metadata = {{"format", "shardlight.checkpoint"},
+                             {"version", std::to_string(kFormatVersion)},
+                             {"rank", std::to_string(rank)}};
+    absl::StatusOr<WrittenFile> written = WriteDataFile(temp, plan->entries, file_options);
+    if (!written.ok()) return written.status();
     guard.Arm(temp);
-    mine = RunHook(options, SaveStage::kDataWritten, rank);
-  }
+    bytes_written = written->bytes;
+    absl::Status s = RunHook(options, SaveStage::kDataWritten, rank);
+    if (!s.ok()) return s;
+    payload = RecordsPayload(final_name, *written, *plan);
+    return absl::OkStatus();
+  });
 
   // Step 3: ranks agree every file is durable and share their shard records.
-  auto records = AgreeAndGather(pg, mine, mine.ok() ? RecordsPayload(final_name, *written, *plan) : "", what);
+  auto records = AgreeAndGather(pg, mine, payload, what);
   if (!records.ok()) return records.status();
 
   // Step 4: each rank moves its file to its final name; still invisible, as
   // no index names it yet. From here on a failure leaves it for the next
   // save's cleanup rather than racing a commit.
-  mine = RenameFile(temp, JoinPath(dir, final_name));
-  if (mine.ok()) {
+  mine = NoThrow([&]() -> absl::Status {
+    absl::Status s = RenameFile(temp, JoinPath(dir, final_name));
+    if (!s.ok()) return s;
     guard.Release();
-    mine = SyncDirectory(dir);
-  }
-  if (mine.ok()) mine = RunHook(options, SaveStage::kDataRenamed, rank);
+    s = SyncDirectory(dir);
+    if (!s.ok()) return s;
+    return RunHook(options, SaveStage::kDataRenamed, rank);
+  });
   absl::Status step4 = Agree(pg, mine, what);
   if (!step4.ok()) return step4;
 
-  // Step 5: rank 0 commits the index, last.
+  // Step 5: rank 0 commits the index, last, then removes stale files.
   mine = absl::OkStatus();
-  bool committed = false;
-  CheckpointIndex index;
   if (rank == 0) {
-    mine = CommitIndex(state_dict, *records, dir, generation, options, &committed, &index);
-    if (committed && options.remove_stale_files) RemoveStaleFiles(dir, index);
+    mine = NoThrow([&] { return CommitIndex(state_dict, *records, dir, generation, options); });
   }
 
   // Step 6: every rank returns rank 0's outcome.
   absl::Status done = Agree(pg, mine, what);
-  if (done.ok() && stats != nullptr) stats->bytes_written = written->bytes;
+  if (done.ok() && stats != nullptr) stats->bytes_written = bytes_written;
   return done;
 }
 

@@ -55,6 +55,17 @@ cp -r "$tmp/good" "$tmp/gap"
 sed -i '0,/"offsets":\[/s//"offsets":[1000,/' "$tmp/gap/index.json"
 expect_exit 1 "problem: " inspect "$tmp/gap"
 
+# A hostile index: a shape whose size overflows int64 is shown "(invalid)",
+# never computed (checked arithmetic throughout), and inspect exits 1.
+cp -r "$tmp/good" "$tmp/overflow"
+sed -i 's/"shape": \[40,8\]/"shape": [4294967296,4294967296]/' "$tmp/overflow/index.json"
+grep -q '4294967296,4294967296' "$tmp/overflow/index.json" || fail "could not edit the index"
+expect_exit 1 "problem: key 'embed.weight': " inspect "$tmp/overflow"
+grep -Eq '^embed\.weight +sharded +F32 +\[4294967296, 4294967296\] +3 +\(invalid\) +\(invalid\)$' <<<"$LAST" \
+  || fail "overflowing row: $LAST"
+grep -q "6 tensors, (invalid) bytes in 3 data files" <<<"$LAST" || fail "overflowing total: $LAST"
+grep -Eq '^step +dense +I64 +\[\] +1 +100% +8 B$' <<<"$LAST" || fail "other rows still shown: $LAST"
+
 # Not a checkpoint.
 expect_exit 1 "no checkpoint at" inspect "$tmp/nowhere"
 expect_exit 1 "no checkpoint at" verify "$tmp/nowhere"

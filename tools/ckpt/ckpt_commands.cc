@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sharded/box_exchange.h"
+#include "sharded/shard_metadata.h"
 #include "sharded/checkpoint/checkpoint_reader.h"
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/entry_reader.h"
@@ -37,13 +38,57 @@ using sharded::checkpoint::Quote;
 constexpr int64_t kReaderBufferBytes = int64_t{8} << 20;
 constexpr int64_t kAutoProgressBytes = int64_t{256} << 20;
 
-int64_t Volume(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
+// Byte size of a tensor of `shape`; an error when the shape is negative or
+// the size overflows int64 (a hostile or damaged index).
+absl::StatusOr<int64_t> CheckedBytes(const std::vector<int64_t>& shape, c10::ScalarType dtype) {
+  auto n = sharded::CheckedNumElements(shape);
+  if (!n.ok()) return n.status();
+  const int64_t elem = DtypeBytes(dtype);
+  if (*n > INT64_MAX / elem) {
+    return absl::InvalidArgumentError(absl::StrCat("shape ", sharded::ShapeToString(shape), ": byte size overflows"));
+  }
+  return *n * elem;
 }
 
-int64_t TensorBytes(const IndexTensor& t) { return Volume(t.shape) * DtypeBytes(t.dtype); }
+int64_t SaturatingAdd(int64_t a, int64_t b) { return b > INT64_MAX - a ? INT64_MAX : a + b; }
+
+// One row of the inspect table, from an index that may be damaged: every
+// size is checked, and a tensor that is not sound is "(invalid)" with the
+// reason in `problem`.
+std::vector<std::string> InspectRow(const IndexTensor& t, int64_t* bytes, std::string* problem) {
+  absl::Status valid = sharded::checkpoint::ValidateKey(t.key);
+  auto volume = sharded::CheckedNumElements(t.shape);
+  auto total = CheckedBytes(t.shape, t.dtype);
+  if (valid.ok() && !total.ok()) valid = total.status();
+  // Coverage: the shards' share of the elements; Validate decides whether
+  // they tile the tensor exactly.
+  int64_t covered = 0;
+  for (const IndexShard& s : t.shards) {
+    auto n = sharded::CheckedNumElements(s.sizes);
+    if (valid.ok() && !n.ok()) valid = absl::InvalidArgumentError(absl::StrCat("shard sizes: ", n.status().message()));
+    if (n.ok()) covered = SaturatingAdd(covered, *n);
+  }
+  if (valid.ok() && t.sharded) valid = t.Metadata().Validate();
+  if (valid.ok() && !t.sharded &&
+      (t.shards.size() != 1 || t.shards[0].sizes != t.shape ||
+       t.shards[0].offsets != std::vector<int64_t>(t.shape.size(), 0))) {
+    valid = absl::InvalidArgumentError("a dense tensor needs exactly one shard covering it");
+  }
+  std::string coverage = "(invalid)";
+  if (volume.ok()) {
+    coverage = *volume == 0 ? "100%"
+                            : absl::StrFormat("%.0f%%", 100.0 * static_cast<double>(covered) / static_cast<double>(*volume));
+    if (!valid.ok()) coverage += " (invalid)";
+  }
+  *bytes = total.ok() ? *total : -1;
+  if (!valid.ok()) *problem = absl::StrCat("key ", Quote(t.key), ": ", valid.message());
+  // Keys of a damaged index are shown quoted when they are not plain keys
+  // (control characters must not reach the terminal raw).
+  const bool plain_key = sharded::checkpoint::ValidateKey(t.key).ok();
+  return {plain_key ? t.key : Quote(t.key), t.sharded ? "sharded" : "dense", DtypeName(t.dtype),
+          sharded::ShapeToString(t.shape), std::to_string(t.shards.size()), coverage,
+          total.ok() ? HumanBytes(*total) : "(invalid)"};
+}
 
 std::string Pad(const std::string& s, size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
 
@@ -78,35 +123,28 @@ int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
     err << "ckpt: " << index.status().message() << "\n";
     return 1;
   }
-  int64_t total = 0;
-  for (const IndexTensor& t : index->tensors) total += TensorBytes(t);
-  out << "checkpoint " << dir << "\n"
-      << "  format version " << index->version << ", saved by " << index->world_size << " rank"
-      << (index->world_size == 1 ? "" : "s") << ", generation " << index->generation << "\n"
-      << "  " << index->tensors.size() << " tensors, " << HumanBytes(total) << " in " << index->files.size()
-      << " data files; crc32c per " << HumanBytes(index->block_bytes) << " block\n\n";
-  size_t key_width = 3;
-  for (const IndexTensor& t : index->tensors) key_width = std::max(key_width, t.key.size());
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"key", "kind", "dtype", "shape", "shards", "coverage", "bytes"});
   std::vector<std::string> problems;
+  int64_t total = 0;
+  bool total_known = true;
   for (const IndexTensor& t : index->tensors) {
-    // Coverage: the shards' share of the elements; Validate decides whether
-    // they tile the tensor exactly.
-    const int64_t volume = Volume(t.shape);
-    int64_t covered = 0;
-    for (const IndexShard& s : t.shards) covered += s.NumElements();
-    absl::Status valid = t.Metadata().Validate();
-    if (!t.sharded && valid.ok() && t.shards.size() != 1) valid = absl::InvalidArgumentError("dense with several shards");
-    std::string coverage =
-        volume == 0 ? "100%" : absl::StrFormat("%.0f%%", 100.0 * static_cast<double>(covered) / static_cast<double>(volume));
-    if (!valid.ok()) {
-      coverage += " (invalid)";
-      problems.push_back(absl::StrCat("key ", Quote(t.key), ": ", valid.message()));
+    int64_t bytes = 0;
+    std::string problem;
+    rows.push_back(InspectRow(t, &bytes, &problem));
+    if (!problem.empty()) problems.push_back(problem);
+    if (bytes < 0 || bytes > INT64_MAX - total) {
+      total_known = false;
+    } else {
+      total += bytes;
     }
-    rows.push_back({t.key, t.sharded ? "sharded" : "dense", DtypeName(t.dtype), sharded::ShapeToString(t.shape),
-                    std::to_string(t.shards.size()), coverage, HumanBytes(TensorBytes(t))});
   }
+  out << "checkpoint " << dir << "\n"
+      << "  format version " << index->version << ", saved by " << index->world_size << " rank"
+      << (index->world_size == 1 ? "" : "s") << ", generation " << index->generation << "\n"
+      << "  " << index->tensors.size() << " tensors, " << (total_known ? HumanBytes(total) : "(invalid) bytes")
+      << " in " << index->files.size() << " data files; crc32c per " << HumanBytes(index->block_bytes)
+      << " block\n\n";
   std::vector<size_t> widths(rows[0].size(), 0);
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
@@ -246,8 +284,8 @@ int Consolidate(const std::string& dir, const std::string& out_path, const Conso
     err << "ckpt: consolidate failed: " << s.message() << "\n";
     return 1;
   }
-  int64_t total = 0;
-  for (const IndexTensor& t : reader->index().tensors) total += TensorBytes(t);
+  int64_t total = 0;  // the consolidated data, which fits in int64
+  for (const IndexTensor& t : reader->index().tensors) total = SaturatingAdd(total, *CheckedBytes(t.shape, t.dtype));
   out << "wrote " << out_path << ": " << reader->index().tensors.size() << " tensors, " << HumanBytes(total) << "\n";
   return 0;
 }
