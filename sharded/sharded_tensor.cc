@@ -289,8 +289,11 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
   at::NoGradGuard no_grad;
   const int w = pg_->getSize();
   const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype()));
-  std::vector<int64_t> rank_elems(w, 0);
-  for (const ShardMetadata& m : metadata_.shards) rank_elems[m.placement.rank] += m.NumElements();
+  std::vector<int64_t> rank_elems(w, 0), rank_shards(w, 0);
+  for (const ShardMetadata& m : metadata_.shards) {
+    rank_elems[m.placement.rank] += m.NumElements();
+    ++rank_shards[m.placement.rank];
+  }
   const int64_t slot = std::max<int64_t>(1, *std::max_element(rank_elems.begin(), rank_elems.end()));
   const int64_t total = metadata_.NumElements();
   int64_t row = 1;  // elements per dim-0 row
@@ -300,7 +303,7 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
     if (!in_place) break;
     for (size_t d = 1; d < sizes().size(); ++d) in_place = in_place && m.sizes[d] == sizes()[d];
     in_place = in_place && (m.NumElements() == 0 || m.offsets[0] * row == m.placement.rank * slot) &&
-               metadata_.ShardsOnRank(m.placement.rank).size() == 1;
+               rank_shards[m.placement.rank] == 1;
   }
   at::TensorOptions options = OptionsFor(metadata_.properties);
   at::Tensor slots = at::empty({static_cast<int64_t>(w) * slot}, options);
