@@ -28,7 +28,7 @@ absl::Status AllreduceDenseGrads(const Trainables& trainables, c10d::ProcessGrou
   }
   parts.push_back(at::full({1}, local.ok() ? 0.0f : 1.0f));
   std::vector<at::Tensor> flat = {at::cat(parts)};
-  if (pg.getSize() > 1) SL_RETURN_IF_ERROR(sharded::WaitFor(pg.allreduce(flat), "allreduce of dense gradients"));
+  if (pg.getSize() > 1) SL_RETURN_IF_ERROR(sharded::WaitFor(pg, pg.allreduce(flat), "allreduce of dense gradients"));
   if (flat[0][-1].item<float>() > 0) {
     // Some rank failed: all learn which, and why, the same way.
     SL_RETURN_IF_ERROR(sharded::AgreeOn(pg, local.ok() ? absl::StatusOr<uint64_t>(0) : local, "training step"));
@@ -140,7 +140,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     SL_RETURN_IF_ERROR(AllreduceDenseGrads(trainables, *pg, local));
     optimizer->Step();
     std::vector<at::Tensor> global_loss = {loss.detach().to(at::kDouble).reshape({1}).clone()};
-    SL_RETURN_IF_ERROR(sharded::WaitFor(pg->allreduce(global_loss), "allreduce of the loss"));
+    SL_RETURN_IF_ERROR(sharded::WaitFor(*pg, pg->allreduce(global_loss), "allreduce of the loss"));
     const int64_t done = s + 1;
     step.fill_(done);
     result.losses.push_back(global_loss[0].item<double>());

@@ -8,25 +8,33 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sharded/rank_monitor.h"
 
 namespace shardlight::sharded {
 
-absl::Status WaitFor(const c10::intrusive_ptr<c10d::Work>& work, const char* op) {
+absl::Status WaitFor(c10d::ProcessGroup& pg, const c10::intrusive_ptr<c10d::Work>& work, const char* op) {
+  // With a monitor attached, this wait counts as this rank's arrival, and a
+  // failure is explained by who had not arrived or is gone.
+  const std::shared_ptr<RankMonitor> monitor = RankMonitor::Of(pg);
+  if (monitor) monitor->Arrive();
+  std::string error;
   try {
     work->wait();
+    return absl::OkStatus();
   } catch (const c10::Error& e) {
-    return absl::UnavailableError(absl::StrCat(op, " failed: ", e.what_without_backtrace()));
+    error = e.what_without_backtrace();
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(op, " failed: ", e.what()));
+    error = e.what();
   }
-  return absl::OkStatus();
+  const std::string who = monitor ? monitor->Explain() : std::string();
+  return absl::UnavailableError(absl::StrCat(op, " failed: ", who.empty() ? "" : absl::StrCat(who, ": "), error));
 }
 
 namespace {
 
 // Issues a collective, catching errors thrown at issue time as well.
 template <typename F>
-absl::Status Collective(const char* op, F&& issue) {
+absl::Status Collective(c10d::ProcessGroup& pg, const char* op, F&& issue) {
   c10::intrusive_ptr<c10d::Work> work;
   try {
     work = issue();
@@ -35,7 +43,7 @@ absl::Status Collective(const char* op, F&& issue) {
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(op, " failed: ", e.what()));
   }
-  return WaitFor(work, op);
+  return WaitFor(pg, work, op);
 }
 
 }  // namespace
@@ -47,7 +55,7 @@ absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg
   std::vector<at::Tensor> len_in = {at::full({1}, static_cast<int64_t>(mine.size()), at::kLong)};
   std::vector<std::vector<at::Tensor>> len_out(1);
   for (int r = 0; r < w; ++r) len_out[0].push_back(at::empty({1}, at::kLong));
-  absl::Status s = Collective("allgather of lengths", [&] { return pg.allgather(len_out, len_in); });
+  absl::Status s = Collective(pg, "allgather of lengths", [&] { return pg.allgather(len_out, len_in); });
   if (!s.ok()) return s;
   int64_t max_len = 1;  // Gloo wants non-empty buffers
   for (auto& t : len_out[0]) max_len = std::max(max_len, t.item<int64_t>());
@@ -56,7 +64,7 @@ absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg
   std::memcpy(in[0].data_ptr(), mine.data(), mine.size());
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < w; ++r) out[0].push_back(at::empty({max_len}, at::kByte));
-  s = Collective("allgather of bytes", [&] { return pg.allgather(out, in); });
+  s = Collective(pg, "allgather of bytes", [&] { return pg.allgather(out, in); });
   if (!s.ok()) return s;
   std::vector<std::string> all(w);
   for (int r = 0; r < w; ++r) {
@@ -77,7 +85,7 @@ absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,
   at::Tensor recv_view = recv.narrow(0, 0, recv_total);
   std::vector<int64_t> out_splits = recv_counts;
   std::vector<int64_t> in_splits = send_counts;
-  return Collective("alltoall", [&] {
+  return Collective(pg, "alltoall", [&] {
     return pg.alltoall_base(recv_view, send_view, out_splits, in_splits);
   });
 }

@@ -44,8 +44,12 @@ absl::Status AgreeOn(c10d::ProcessGroup& pg, const absl::StatusOr<uint64_t>& loc
 // FNV-1a: a fingerprint that is the same in every process and build.
 uint64_t StableHash(absl::string_view text);
 
-// Waits for `work`, turning a thrown c10d error into Unavailable naming `op`.
-absl::Status WaitFor(const c10::intrusive_ptr<c10d::Work>& work, const char* op);
+// Waits for `work` (a collective issued on `pg`), turning a thrown c10d error
+// into Unavailable naming `op`. When a RankMonitor is attached to `pg` (the
+// simulator and real process groups attach one), the wait is recorded as this
+// rank's arrival and a failure names the ranks that had not arrived or are
+// gone: "allreduce failed: rank 2 had not arrived at collective #7: <c10d's words>".
+absl::Status WaitFor(c10d::ProcessGroup& pg, const c10::intrusive_ptr<c10d::Work>& work, const char* op);
 
 }  // namespace shardlight::sharded
 

@@ -329,7 +329,7 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
   std::vector<at::Tensor> in = {bytes(mine)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < w; ++r) out[0].push_back(bytes(slots.narrow(0, r * slot, slot)));
-  SL_RETURN_IF_ERROR(WaitFor(pg_->allgather(out, in), "allgather"));
+  SL_RETURN_IF_ERROR(WaitFor(*pg_, pg_->allgather(out, in), "allgather"));
   if (in_place) return slots.narrow(0, 0, total).view(sizes());
   // Step 3: otherwise copy each shard out of its owner's slot.
   at::Tensor full = at::empty(sizes(), options);

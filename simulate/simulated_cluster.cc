@@ -7,6 +7,7 @@
 #include <exception>
 #include <mutex>
 #include <string>
+#include <stdexcept>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -16,10 +17,15 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
+#include "sharded/process_groups.h"
+#include "sharded/rank_monitor.h"
+
 namespace shardlight::simulate {
 namespace {
 
 constexpr char kRankPayload[] = "shardlight.dev/rank";
+// Thread-ranks share one process: a short heartbeat keeps explanations quick.
+constexpr std::chrono::milliseconds kHeartbeat{50};
 
 // A full mesh of W ranks holds about W*(W-1) sockets in this one process.
 void RaiseOpenFileLimit() {
@@ -101,14 +107,23 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
 
   auto rank_main = [&](int rank) {
     RankContext ctx;
+    std::unique_ptr<sharded::RankMonitor::Attachment> monitor;
     ctx.rank = rank;
     ctx.world_size = world_size_;
     absl::Status status;
     try {
-      auto options = c10d::ProcessGroupGloo::Options::create(options_.collective_timeout);
-      options->devices.push_back(shared_->device);
-      options->threads = options_.threads_per_rank;
-      ctx.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(run_store, rank, world_size_, options);
+      sharded::GlooGroupOptions options;
+      options.timeout = options_.collective_timeout;
+      options.device = shared_->device;
+      options.threads = options_.threads_per_rank;
+      auto pg = sharded::MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("pg/", run_store), rank, world_size_,
+                                       options);
+      if (!pg.ok()) throw std::runtime_error(std::string(pg.status().message()));
+      ctx.pg = *pg;
+      // Names the ranks behind a failed collective (see rank_monitor.h).
+      monitor = sharded::RankMonitor::Attach(
+          *ctx.pg, std::make_shared<sharded::RankMonitor>(c10::make_intrusive<c10d::PrefixStore>("monitor/", run_store),
+                                                          rank, world_size_, sharded::RankMonitorOptions{kHeartbeat, {}}));
       // Gloo finishes connecting pairs lazily; without this barrier a rank
       // whose body needs no communication can close its group while a peer
       // is still handshaking ("Connection closed by peer").
@@ -121,7 +136,8 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
     }
     if (!status.ok()) record_failure(rank, std::move(status));
     // Dropping the group closes this rank's connections: peers still waiting
-    // on it fail now rather than at the collective timeout.
+    // on it fail now rather than at the collective timeout; its heartbeat stops.
+    monitor.reset();
     ctx.pg.reset();
   };
 

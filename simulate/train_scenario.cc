@@ -66,7 +66,8 @@ absl::Status RunTrainScenario(const ScenarioOptions& options, std::ostream& out)
   out << "\nreloaded model equals saved: " << (equal ? "yes" : "NO")
       << " (dense parameters bit-equal, sharded table equal as a global tensor)\n";
   out << "final loss " << std::fixed << std::setprecision(6) << resumed->ranks[0].last_loss << " after " << total
-      << " steps\n";
+      << " steps\n"
+      << "final state digest " << resumed->final_state.Digest() << "\n";
   if (!equal) return absl::DataLossError("the reloaded model differs from the saved one");
   return absl::OkStatus();
 }

@@ -5,7 +5,10 @@
 #include <filesystem>
 #include <iomanip>
 
+#include <thread>
+
 #include "absl/strings/str_cat.h"
+#include "sharded/collectives.h"
 #include "lightning/trainer.h"
 #include "simulate/simulated_cluster.h"
 
@@ -37,10 +40,23 @@ class SnapshotOnLoad : public lightning::Callback {
   EmbeddingMlp& module_;
 };
 
-struct RankOutcome {
-  RankSummary summary;
-  ModelSnapshot final_state;
-  std::optional<ModelSnapshot> loaded_state;
+// Paces steps to TrainingRunOptions::min_step_time.
+class MinStepTime : public lightning::Callback {
+ public:
+  explicit MinStepTime(std::chrono::milliseconds min) : min_(min) {}
+  absl::Status OnTrainStart(const lightning::TrainState&) override {
+    last_ = std::chrono::steady_clock::now();
+    return absl::OkStatus();
+  }
+  absl::Status OnStepEnd(const lightning::TrainState&, int64_t, double) override {
+    std::this_thread::sleep_until(last_ + min_);
+    last_ = std::chrono::steady_clock::now();
+    return absl::OkStatus();
+  }
+
+ private:
+  std::chrono::milliseconds min_;
+  std::chrono::steady_clock::time_point last_;
 };
 
 }  // namespace
@@ -53,6 +69,48 @@ bool ModelSnapshot::Equals(const ModelSnapshot& other) const {
   return true;
 }
 
+absl::StatusOr<RankResult> TrainRank(const TrainingRunOptions& options, c10::intrusive_ptr<c10d::ProcessGroup> pg) {
+  const auto start = std::chrono::steady_clock::now();
+  EmbeddingMlp module(options.model);
+  lightning::TrainerOptions trainer_options;
+  trainer_options.max_steps = options.max_steps;
+  trainer_options.seed = options.seed;
+  trainer_options.checkpoint_dir = options.checkpoint_dir;
+  trainer_options.checkpoint_every = options.checkpoint_every;
+  trainer_options.probe_timeout = options.collective_timeout;
+  trainer_options.log_every = options.log_every;
+  auto on_load = std::make_shared<SnapshotOnLoad>(module);
+  std::vector<std::shared_ptr<lightning::Callback>> callbacks = {on_load};
+  if (options.min_step_time.count() > 0) callbacks.push_back(std::make_shared<MinStepTime>(options.min_step_time));
+  if (options.fault) {
+    auto injector = std::make_shared<FaultInjector>(*options.fault, options.collective_timeout);
+    trainer_options.save_options.fault_hook = injector->SaveHook();
+    callbacks.push_back(injector);
+  }
+  callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());
+  lightning::Trainer trainer(trainer_options, callbacks);
+  SyntheticRegression data(options.model.vocab, options.batch_size, options.seed);
+  auto fit = trainer.Fit(module, data, pg);
+  if (!fit.ok()) return fit.status();
+  RankResult outcome;
+  RankSummary& s = outcome.summary;
+  s.rank = pg->getRank();
+  for (const auto& shard : module.table()->local_shards()) s.table_rows += shard.metadata.sizes[0];
+  s.start_step = fit->start_step;
+  s.end_step = fit->end_step;
+  if (!fit->losses.empty()) {
+    s.first_loss = fit->losses.front();
+    s.last_loss = fit->losses.back();
+  }
+  s.checkpoints_saved = fit->checkpoints_saved;
+  auto snap = Snapshot(module);
+  if (!snap.ok()) return snap.status();
+  outcome.final_state = *std::move(snap);
+  outcome.loaded_state = on_load->taken;
+  s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return outcome;
+}
+
 absl::StatusOr<TrainingRunResult> RunTraining(const TrainingRunOptions& options) {
   if (options.fault && options.fault->rank >= options.world_size) {
     return absl::InvalidArgumentError(absl::StrCat("fault plan ", options.fault->ToString(), " names rank ",
@@ -61,51 +119,25 @@ absl::StatusOr<TrainingRunResult> RunTraining(const TrainingRunOptions& options)
   ClusterOptions cluster_options;
   cluster_options.collective_timeout = options.collective_timeout;
   SimulatedCluster cluster(options.world_size, cluster_options);
-  auto outcomes = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<RankOutcome> {
-    const auto start = std::chrono::steady_clock::now();
-    EmbeddingMlp module(options.model);
-    lightning::TrainerOptions trainer_options;
-    trainer_options.max_steps = options.max_steps;
-    trainer_options.seed = options.seed;
-    trainer_options.checkpoint_dir = options.checkpoint_dir;
-    trainer_options.checkpoint_every = options.checkpoint_every;
-    trainer_options.probe_timeout = options.collective_timeout;
-    trainer_options.log_every = options.log_every;
-    auto on_load = std::make_shared<SnapshotOnLoad>(module);
-    std::vector<std::shared_ptr<lightning::Callback>> callbacks = {on_load};
-    if (options.fault) {
-      auto injector = std::make_shared<FaultInjector>(*options.fault, options.collective_timeout);
-      trainer_options.save_options.fault_hook = injector->SaveHook();
-      callbacks.push_back(injector);
-    }
-    lightning::Trainer trainer(trainer_options, callbacks);
-    SyntheticRegression data(options.model.vocab, options.batch_size, options.seed);
-    auto fit = trainer.Fit(module, data, ctx.pg);
-    if (!fit.ok()) return fit.status();
-    RankOutcome outcome;
-    RankSummary& s = outcome.summary;
-    s.rank = ctx.rank;
-    for (const auto& shard : module.table()->local_shards()) s.table_rows += shard.metadata.sizes[0];
-    s.start_step = fit->start_step;
-    s.end_step = fit->end_step;
-    if (!fit->losses.empty()) {
-      s.first_loss = fit->losses.front();
-      s.last_loss = fit->losses.back();
-    }
-    s.checkpoints_saved = fit->checkpoints_saved;
-    auto snap = Snapshot(module);
-    if (!snap.ok()) return snap.status();
-    outcome.final_state = *std::move(snap);
-    outcome.loaded_state = on_load->taken;
-    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    return outcome;
-  });
+  auto outcomes = cluster.Run([&](RankContext& ctx) { return TrainRank(options, ctx.pg); });
   if (!outcomes.ok()) return outcomes.status();
   TrainingRunResult result;
   for (auto& o : *outcomes) result.ranks.push_back(o.summary);
   result.final_state = (*outcomes)[0].final_state;
   result.loaded_state = (*outcomes)[0].loaded_state;
   return result;
+}
+
+std::string ModelSnapshot::Digest() const {
+  std::string bytes;
+  auto append = [&](const at::Tensor& t) {
+    const at::Tensor c = t.contiguous();
+    absl::StrAppend(&bytes, c.sizes().size(), ":", c.numel(), ":",
+                    absl::string_view(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size()));
+  };
+  for (const auto& t : dense) append(t);
+  append(table);
+  return absl::StrCat(absl::Hex(sharded::StableHash(bytes), absl::kZeroPad16));
 }
 
 void PrintRankTable(const std::string& title, const TrainingRunResult& result, std::ostream& out) {

@@ -1,19 +1,25 @@
-// RunTraining: fits an EmbeddingMlp with the Trainer on a simulated cluster
-// and reports per rank -- the building block of the train and faults
+// The main job's training: TrainRank fits an EmbeddingMlp with the Trainer on
+// one rank of any process group -- a thread-rank of the simulator or a real
+// process under torchrun, srun or mpirun (//tools/train) -- so simulated and
+// real runs share this one code path. RunTraining runs it on a simulated
+// cluster and reports per rank: the building block of the train and faults
 // scenarios. Snapshots hold the model's global state (dense parameters and
 // the gathered sharded table) so runs on different world sizes compare.
 #ifndef SHARDLIGHT_SIMULATE_TRAINING_RUN_H_
 #define SHARDLIGHT_SIMULATE_TRAINING_RUN_H_
 
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lightning/callback.h"
 #include "simulate/embedding_mlp.h"
 #include "simulate/fault_plan.h"
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace shardlight::simulate {
 
@@ -21,10 +27,13 @@ struct ModelSnapshot {
   std::vector<at::Tensor> dense;
   at::Tensor table;
   bool Equals(const ModelSnapshot& other) const;
+  // A fingerprint of every byte, as 16 hex digits: equal digests mean
+  // bit-identical states, whichever world size or launcher produced them.
+  std::string Digest() const;
 };
 
 struct TrainingRunOptions {
-  int world_size = 4;
+  int world_size = 4;  // RunTraining only; TrainRank uses the group's size
   int64_t max_steps = 10;
   uint64_t seed = 1234;
   int64_t batch_size = 32;
@@ -33,6 +42,11 @@ struct TrainingRunOptions {
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   std::optional<FaultPlan> fault;
   int64_t log_every = 0;  // progress lines from rank 0
+  // Each step takes at least this long (0: no pacing), so a watcher or a test
+  // can act on a real run mid-way.
+  std::chrono::milliseconds min_step_time{0};
+  // More callbacks for the Trainer (after the run's own).
+  std::vector<std::shared_ptr<lightning::Callback>> callbacks;
   EmbeddingMlpOptions model;
 };
 
@@ -44,6 +58,17 @@ struct RankSummary {
   int checkpoints_saved = 0;
   double seconds = 0;
 };
+
+// What one rank returns.
+struct RankResult {
+  RankSummary summary;
+  ModelSnapshot final_state;
+  std::optional<ModelSnapshot> loaded_state;  // right after a resume, if there was one
+};
+
+// Collective over `pg`: one rank of the training job. Errors are the
+// Trainer's (the same on every rank for a failure on one rank).
+absl::StatusOr<RankResult> TrainRank(const TrainingRunOptions& options, c10::intrusive_ptr<c10d::ProcessGroup> pg);
 
 struct TrainingRunResult {
   std::vector<RankSummary> ranks;

@@ -14,6 +14,10 @@ packages=(
   libgmock-dev
   nlohmann-json3-dev     # JSON for checkpoint indexes
   libbenchmark-dev       # benchmarks
+  python3-torch          # torchrun (real-process tests, README) and Python PyTorch (interop tests)
+  openmpi-bin            # mpirun (real-process tests)
+  iproute2               # ip netns + veth (the two-host test)
+  procps                 # pgrep (the kill tests find a worker by rank)
 )
 
 missing=()

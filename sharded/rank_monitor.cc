@@ -1,0 +1,128 @@
+#include "sharded/rank_monitor.h"
+
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace shardlight::sharded {
+namespace {
+
+std::mutex registry_mu;
+std::map<const c10d::ProcessGroup*, std::shared_ptr<RankMonitor>>& Registry() {
+  static auto* registry = new std::map<const c10d::ProcessGroup*, std::shared_ptr<RankMonitor>>();
+  return *registry;
+}
+
+std::string RankList(const std::vector<int>& ranks) {
+  return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
+}
+
+}  // namespace
+
+RankMonitor::RankMonitor(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size, RankMonitorOptions options)
+    : store_(std::move(store)), rank_(rank), world_size_(world_size), options_(options) {
+  beat_ = std::thread([this] { Beat(); });
+}
+
+RankMonitor::~RankMonitor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  stop_cv_.notify_all();
+  beat_.join();
+}
+
+std::string RankMonitor::Key(const char* kind, int rank) const { return absl::StrCat("monitor/", kind, "/", rank); }
+
+void RankMonitor::Beat() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    lock.unlock();
+    try {
+      store_->add(Key("beat", rank_), 1);
+    } catch (const std::exception&) {
+      return;  // the store is gone; Explain reports it
+    }
+    lock.lock();
+    stop_cv_.wait_for(lock, options_.heartbeat, [this] { return stop_; });
+  }
+}
+
+int64_t RankMonitor::Arrive() {
+  ++arrivals_;
+  try {
+    store_->add(Key("arrive", rank_), 1);
+  } catch (const std::exception&) {
+    // A store that fails here fails Explain too, which says so.
+  }
+  return arrivals_;
+}
+
+std::string RankMonitor::Explain() {
+  auto read_all = [&](const char* kind) {
+    std::vector<int64_t> values(world_size_);
+    for (int r = 0; r < world_size_; ++r) values[r] = store_->add(Key(kind, r), 0);
+    return values;
+  };
+  try {
+    // Marks this rank as one that saw the failure: when it exits afterwards
+    // its peers do not mistake it for the rank that was lost.
+    store_->add(Key("failed", rank_), 1);
+    const std::vector<int64_t> before = read_all("beat");
+    std::this_thread::sleep_for(options_.heartbeat * 3);
+    const std::vector<int64_t> after = read_all("beat");
+    const std::vector<int64_t> arrived = read_all("arrive");
+    const std::vector<int64_t> failed = read_all("failed");
+    std::vector<int> gone, behind;
+    for (int r = 0; r < world_size_; ++r) {
+      if (r == rank_) continue;
+      if (after[r] == before[r]) {
+        if (failed[r] == 0) gone.push_back(r);  // else it left after seeing the failure
+      } else if (arrived[r] < arrivals_) {
+        behind.push_back(r);
+      }
+    }
+    std::vector<std::string> parts;
+    if (!gone.empty()) {
+      parts.push_back(absl::StrCat(RankList(gone), gone.size() == 1 ? " is" : " are", " gone (no heartbeat for ",
+                                   (options_.heartbeat * 3).count(), " ms)"));
+    }
+    if (!behind.empty()) {
+      parts.push_back(absl::StrCat(RankList(behind), " had not arrived at collective #", arrivals_));
+    }
+    return absl::StrJoin(parts, "; ");
+  } catch (const std::exception& e) {
+    if (options_.store_host_rank && *options_.store_host_rank != rank_) {
+      return absl::StrCat("rank ", *options_.store_host_rank, " is gone (the store it hosted stopped answering)");
+    }
+    return "the store stopped answering, so the missing ranks cannot be named";
+  }
+}
+
+std::shared_ptr<RankMonitor> RankMonitor::Of(const c10d::ProcessGroup& pg) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  auto it = Registry().find(&pg);
+  return it == Registry().end() ? nullptr : it->second;
+}
+
+std::unique_ptr<RankMonitor::Attachment> RankMonitor::Attach(const c10d::ProcessGroup& pg,
+                                                             std::shared_ptr<RankMonitor> monitor) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  Registry()[&pg] = std::move(monitor);
+  return std::make_unique<Attachment>(&pg);
+}
+
+RankMonitor::Attachment::~Attachment() {
+  std::shared_ptr<RankMonitor> released;  // destroyed outside the lock (joins the heartbeat)
+  std::lock_guard<std::mutex> lock(registry_mu);
+  auto it = Registry().find(pg_);
+  if (it != Registry().end()) {
+    released = std::move(it->second);
+    Registry().erase(it);
+  }
+}
+
+}  // namespace shardlight::sharded

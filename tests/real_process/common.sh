@@ -1,0 +1,59 @@
+# Shared by the real-process tests: paths, torchrun as Debian's needs it,
+# digests, and finding one worker of a running job.
+# Usage: source common.sh TRAIN_BIN CLUSTER_BIN CKPT_BIN
+set -u
+train_bin=$(realpath "$1")
+cluster_bin=$(realpath "$2")
+ckpt_bin=$(realpath "$3")
+work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/real.XXXXXX")
+logs="$work/torchrun-logs"
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+note() { echo "--- $*"; }
+
+command -v torchrun >/dev/null || fail "torchrun is missing: run tools/setup.sh (it installs python3-torch)"
+
+# Debian 12's torchrun crashes with its default --redirects/--tee (Python 3.11);
+# redirecting stderr works: workers' stderr is tee'd with a [defaultN]: prefix
+# and kept under --log_dir.
+# --standalone would always put its rendezvous on port 29400, so concurrent
+# jobs (tests run in parallel) would meet each other: each job gets a free port.
+torchrun_job() {
+  local n=$1
+  shift
+  torchrun --nnodes=1 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$(free_port)" --rdzv_id="job$RANDOM" \
+    --nproc_per_node="$n" --no_python --redirects=2 --tee=2 --log_dir="$logs" "$@"
+}
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+# "train: final state digest X" from a job's output.
+digest_of() { sed -n 's/^train: final state digest \([0-9a-f]*\)$/\1/p' <<<"$1" | tail -1; }
+
+# The simulator's digest for the main job: W ranks to steps/2, then W-1 to steps.
+sim_digest() { "$cluster_bin" --world_size="$1" --steps="$2" --seed="$3" | sed -n 's/^final state digest //p'; }
+
+# The pid of the train process with RANK=$1 whose command line holds $2.
+worker_pid() {
+  local rank=$1 marker=$2 pid
+  for pid in $(pgrep -f -- "$marker"); do
+    [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$train_bin" ] || continue
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$rank"; then
+      echo "$pid"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# Waits up to $2 seconds for the file $1.
+wait_for_file() {
+  local i
+  for ((i = 0; i < $2 * 10; i++)); do
+    [ -e "$1" ] && return 0
+    sleep 0.1
+  done
+  return 1
+}

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# kill -9 of one worker in the middle of a real run.
+#  1. Under torchrun --max_restarts=1: torchrun restarts the group, the Trainer
+#     resumes from the last committed checkpoint, and the final parameters
+#     equal an uninterrupted run's.
+#  2. Without restarts: every other worker exits non-zero on its own, well
+#     within the collective timeout, naming the lost rank; the last
+#     checkpoint verifies.
+source "$(dirname "$0")/common.sh" "$@"
+
+steps=24
+out=$(torchrun_job 4 "$train_bin" --steps=$steps --seed=5 2>&1) || fail "uninterrupted job exited $?: $out"
+want=$(digest_of "$out")
+[ -n "$want" ] || fail "no digest: $out"
+note "uninterrupted 4-process run: digest $want"
+
+# 1. Kill rank 1 after the first checkpoint; torchrun restarts the group.
+ckpt="$work/restart"
+torchrun_job 4 --max_restarts=1 "$train_bin" --steps=$steps --seed=5 --checkpoint_dir="$ckpt" \
+  --checkpoint_every=4 --min_step_ms=150 >"$work/restart.out" 2>&1 &
+job=$!
+wait_for_file "$ckpt/index.json" 120 || fail "no checkpoint appeared: $(cat "$work/restart.out")"
+pid=$(worker_pid 1 "$ckpt") || fail "rank 1's process not found"
+kill -9 "$pid"
+note "killed rank 1 (pid $pid) after the first checkpoint"
+wait $job || fail "the restarted job exited $?: $(cat "$work/restart.out")"
+out=$(cat "$work/restart.out")
+grep -q "^train: resumed from step [1-9]" <<<"$out" || fail "the restarted group did not resume: $out"
+got=$(digest_of "$out")
+note "killed and restarted run: $(grep '^train: resumed' <<<"$out"), digest $got"
+[ "$got" = "$want" ] || fail "after the restart the state is '$got', uninterrupted '$want'"
+
+# 2. The same kill with no restart allowed.
+ckpt="$work/norestart"
+timeout_ms=5000
+torchrun_job 4 --max_restarts=0 "$train_bin" --steps=200 --seed=5 --checkpoint_dir="$ckpt" --checkpoint_every=4 \
+  --min_step_ms=100 --timeout_ms=$timeout_ms >"$work/norestart.out" 2>&1 &
+job=$!
+wait_for_file "$ckpt/index.json" 120 || fail "no checkpoint appeared: $(cat "$work/norestart.out")"
+pid=$(worker_pid 2 "$ckpt") || fail "rank 2's process not found"
+killed_at=$(($(date +%s%N) / 1000000))
+kill -9 "$pid"
+wait $job
+rc=$?
+elapsed_ms=$(($(date +%s%N) / 1000000 - killed_at))
+out=$(cat "$work/norestart.out")
+[ $rc -ne 0 ] || fail "torchrun exited 0 after a worker was killed: $out"
+for r in 0 1 3; do
+  grep -q "^\[default$r\]:train: rank $r: .*rank 2 is gone" <<<"$out" || fail "rank $r did not name the lost rank 2: $out"
+done
+note "every peer named rank 2; torchrun exited $rc ${elapsed_ms} ms after the kill (collective timeout $timeout_ms ms)"
+((elapsed_ms < timeout_ms + 30000)) || fail "the exits took ${elapsed_ms} ms"
+"$ckpt_bin" verify "$ckpt" >/dev/null || fail "the last checkpoint does not verify after the kill"
+echo "PASS"

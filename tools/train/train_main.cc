@@ -1,0 +1,157 @@
+// One rank of the main job's training, in this process, under a real
+// launcher: torchrun (--no_python), Slurm's srun or Open MPI's mpirun.
+//
+//   torchrun --standalone --nproc_per_node=4 --no_python bazel-bin/tools/train/train \
+//       --steps=10 --checkpoint_dir=/tmp/ckpt
+//
+// The model, data, Trainer and checkpoints are those of `bazel run
+// //simulate:cluster` (simulate/training_run.h: one code path for threads and
+// processes), so a job of 4 processes that checkpoints and is resumed by a job
+// of 3 ends bit-identical to the simulator's run of the same seed and steps;
+// rank 0 prints the final state's digest to compare. Each process prints its
+// rank's line; rank 0 prints the job's.
+// Exit codes: 0 done, 1 the job failed (the error names the rank), 2 bad
+// flags or a bad launcher environment.
+#include <signal.h>
+
+#include <cstdlib>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "lightning/cluster/distributed.h"
+#include "lightning/cluster/environment.h"
+#include "simulate/fault_plan.h"
+#include "simulate/strict_flags.h"
+#include "simulate/training_run.h"
+
+ABSL_FLAG(int, steps, 20, "train until this many steps are done (a resume continues from its checkpoint), >= 1");
+ABSL_FLAG(uint64_t, seed, 1234, "seed of the model and the data");
+ABSL_FLAG(std::string, checkpoint_dir, "", "checkpoint (and resume) here; empty: no checkpoints");
+ABSL_FLAG(int, checkpoint_every, 0, "steps between checkpoints (0: only at the end)");
+ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
+ABSL_FLAG(int, rendezvous_timeout_ms, 300000, "how long to wait for the store and every rank, > 0");
+ABSL_FLAG(int, log_every, 0, "rank 0 prints step, loss and steps/s every N steps (0: off)");
+ABSL_FLAG(int, min_step_ms, 0, "make each step last at least this long (to watch or interrupt a run)");
+ABSL_FLAG(std::string, fault, "", "inject a fault plan (as //simulate:cluster --fault), e.g. timeout:rank=1,step=3");
+ABSL_FLAG(std::string, launcher, "auto", "cluster environment: auto, torchrun, mpi, slurm or single");
+ABSL_FLAG(int, rank, -1, "override the environment's rank");
+ABSL_FLAG(int, world_size, -1, "override the environment's world size");
+ABSL_FLAG(std::string, master_addr, "", "override the store's address");
+ABSL_FLAG(int, master_port, 0, "override the store's port");
+ABSL_FLAG(std::string, backend, "auto", "gloo, nccl or auto (nccl when --device=cuda)");
+ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
+
+namespace shardlight::tools {
+namespace {
+
+using lightning::cluster::PlacementOverrides;
+
+int BadUsage(const std::string& message) {
+  std::cerr << "train: " << message << "\n";
+  return 2;
+}
+
+int Main() {
+  simulate::TrainingRunOptions run;
+  const int steps = absl::GetFlag(FLAGS_steps);
+  if (steps < 1) return BadUsage(absl::StrCat("--steps=", steps, " must be >= 1"));
+  run.max_steps = steps;
+  run.seed = absl::GetFlag(FLAGS_seed);
+  run.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  run.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  run.log_every = absl::GetFlag(FLAGS_log_every);
+  run.min_step_time = std::chrono::milliseconds(absl::GetFlag(FLAGS_min_step_ms));
+  run.collective_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
+  if (run.checkpoint_every < 0) return BadUsage("--checkpoint_every must be >= 0");
+  if (run.log_every < 0) return BadUsage("--log_every must be >= 0");
+  if (run.min_step_time.count() < 0) return BadUsage("--min_step_ms must be >= 0");
+  if (run.collective_timeout.count() <= 0) return BadUsage("--timeout_ms must be > 0");
+  if (run.checkpoint_every > 0 && run.checkpoint_dir.empty()) {
+    return BadUsage("--checkpoint_every needs --checkpoint_dir");
+  }
+
+  PlacementOverrides overrides;
+  overrides.launcher = absl::GetFlag(FLAGS_launcher);
+  if (absl::GetFlag(FLAGS_rank) >= 0) overrides.rank = absl::GetFlag(FLAGS_rank);
+  if (absl::GetFlag(FLAGS_world_size) >= 0) overrides.world_size = absl::GetFlag(FLAGS_world_size);
+  if (!absl::GetFlag(FLAGS_master_addr).empty()) overrides.master_addr = absl::GetFlag(FLAGS_master_addr);
+  if (absl::GetFlag(FLAGS_master_port) != 0) overrides.master_port = absl::GetFlag(FLAGS_master_port);
+  auto placement = lightning::cluster::DetectEnvironment(lightning::cluster::ProcessEnvironment(), overrides);
+  if (!placement.ok()) return BadUsage(std::string(placement.status().message()));
+
+  if (const std::string fault = absl::GetFlag(FLAGS_fault); !fault.empty()) {
+    auto plan = simulate::ParseFaultPlan(fault);
+    if (!plan.ok()) return BadUsage(absl::StrCat("--fault: ", plan.status().message()));
+    if (plan->rank >= placement->world_size) {
+      return BadUsage(absl::StrCat("--fault names rank ", plan->rank, " of a ", placement->world_size, "-rank job"));
+    }
+    if (plan->step > steps) return BadUsage(absl::StrCat("--fault step ", plan->step, " is after --steps=", steps));
+    run.fault = *plan;
+  }
+
+  lightning::cluster::DistributedOptions dist;
+  dist.collective_timeout = run.collective_timeout;
+  dist.rendezvous_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_rendezvous_timeout_ms));
+  if (dist.rendezvous_timeout.count() <= 0) return BadUsage("--rendezvous_timeout_ms must be > 0");
+  dist.backend = absl::GetFlag(FLAGS_backend);
+  dist.device = absl::GetFlag(FLAGS_device);
+  if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr) dist.gloo_interface = ifname;
+
+  const int rank = placement->rank;
+  std::cout << "train: " << lightning::cluster::Describe(*placement) << "\n" << std::flush;
+  auto ctx = lightning::cluster::InitDistributed(*placement, dist);
+  if (!ctx.ok()) {
+    std::cerr << "train: rank " << rank << ": " << ctx.status() << "\n";
+    return 1;
+  }
+  auto result = simulate::TrainRank(run, (*ctx)->pg());
+  if (!result.ok()) {
+    std::cerr << "train: rank " << rank << ": " << result.status() << "\n";
+    return 1;
+  }
+  const simulate::RankSummary& s = result->summary;
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(6) << "train: rank " << rank << "/" << placement->world_size << " table_rows "
+       << s.table_rows << " steps " << s.start_step << "->" << s.end_step << " first_loss " << s.first_loss
+       << " last_loss " << s.last_loss << " checkpoints " << s.checkpoints_saved << std::setprecision(2) << " seconds "
+       << s.seconds << "\n";
+  std::cout << line.str() << std::flush;
+  if (auto left = (*ctx)->Leave(); !left.ok()) {
+    std::cerr << "train: rank " << rank << ": " << left << "\n";
+    return 1;
+  }
+  if (rank == 0) {
+    std::cout << "train: job of " << placement->world_size << " processes (" << placement->launcher << ", "
+              << (*ctx)->backend() << ") trained steps " << s.start_step << "->" << s.end_step << ", final loss "
+              << std::fixed << std::setprecision(6) << s.last_loss << "\n";
+    if (result->loaded_state) {
+      std::cout << "train: resumed from step " << s.start_step << ", loaded state digest "
+                << result->loaded_state->Digest() << "\n";
+    }
+    std::cout << "train: final state digest " << result->final_state.Digest() << "\n" << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace shardlight::tools
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Runs one rank of the main job's training under torchrun, srun or mpirun.\n"
+      "  torchrun --standalone --nproc_per_node=4 --no_python bazel-bin/tools/train/train --steps=10 "
+      "--checkpoint_dir=DIR");
+  auto positional = shardlight::simulate::ParseFlagsOrExit(argc, argv);
+  if (positional.size() > 1) {
+    std::cerr << "train: unexpected argument '" << positional[1] << "'\n";
+    return 2;
+  }
+  // Gloo writes to peers that may have died; that must fail the write, not
+  // kill this process.
+  signal(SIGPIPE, SIG_IGN);
+  return shardlight::tools::Main();
+}
