@@ -137,10 +137,11 @@ class Machine {
     marks_.pop_back();
     return true;
   }
-  bool PushText(PickleKind kind, absl::string_view text) {
+  // `text` is a copy: it may come from a record that PushNew moves.
+  bool PushText(PickleKind kind, std::string text) {
     int id;
     if (!PushNew(kind, &id)) return false;
-    N(id).text = std::string(text);
+    N(id).text = std::move(text);
     return true;
   }
   bool PushInt(int64_t v) {
@@ -149,7 +150,7 @@ class Machine {
     N(id).integer = v;
     return true;
   }
-  bool PushObject(const std::string& class_name) { return PushText(PickleKind::kObject, class_name); }
+  bool PushObject(std::string class_name) { return PushText(PickleKind::kObject, std::move(class_name)); }
   bool PushSequence(PickleKind kind, std::vector<int> items) {
     int id;
     if (!PushNew(kind, &id)) return false;
@@ -286,14 +287,16 @@ class Machine {
     }
     c10::ScalarType dtype;
     if (!StorageClassDtype(cls.text, &dtype)) return Fail("storage class " + cls.text + " is not supported");
-    if (N(p.items[4]).integer < 0) return Fail("a storage has a negative size");
+    const int64_t numel = N(p.items[4]).integer;
+    if (numel < 0) return Fail("a storage has a negative size");
+    std::string key_text = key.text, location_text = location.text;  // New() may move the records
     int id;
     if (!New(PickleKind::kStorage, &id)) return false;
     PickleNode& s = N(id);
-    s.text = key.text;
+    s.text = std::move(key_text);
     s.dtype = dtype;
-    s.location = location.text;
-    s.numel = N(p.items[4]).integer;
+    s.location = std::move(location_text);
+    s.numel = numel;
     return Push(id);
   }
 
@@ -375,28 +378,28 @@ class Machine {
       case kString:
         if (!TakeLine(&b)) return false;
         if (b.size() >= 2 && (b.front() == '\'' || b.front() == '"') && b.back() == b.front()) b = b.substr(1, b.size() - 2);
-        return PushText(PickleKind::kString, b);
+        return PushText(PickleKind::kString, std::string(b));
       case kUnicode:
-        return TakeLine(&b) && PushText(PickleKind::kString, b);
+        return TakeLine(&b) && PushText(PickleKind::kString, std::string(b));
       case kBinString:
         if (!TakeUnsigned(4, &u)) return false;
         if (static_cast<int32_t>(static_cast<uint32_t>(u)) < 0) return Fail("a negative BINSTRING length");
         pos_ -= 4;
-        return TakeSized(4, &b) && PushText(PickleKind::kString, b);
+        return TakeSized(4, &b) && PushText(PickleKind::kString, std::string(b));
       case kShortBinString:
       case kShortBinUnicode:
-        return TakeSized(1, &b) && PushText(PickleKind::kString, b);
+        return TakeSized(1, &b) && PushText(PickleKind::kString, std::string(b));
       case kBinUnicode:
-        return TakeSized(4, &b) && PushText(PickleKind::kString, b);
+        return TakeSized(4, &b) && PushText(PickleKind::kString, std::string(b));
       case kBinUnicode8:
-        return TakeSized(8, &b) && PushText(PickleKind::kString, b);
+        return TakeSized(8, &b) && PushText(PickleKind::kString, std::string(b));
       case kShortBinBytes:
-        return TakeSized(1, &b) && PushText(PickleKind::kBytes, b);
+        return TakeSized(1, &b) && PushText(PickleKind::kBytes, std::string(b));
       case kBinBytes:
-        return TakeSized(4, &b) && PushText(PickleKind::kBytes, b);
+        return TakeSized(4, &b) && PushText(PickleKind::kBytes, std::string(b));
       case kBinBytes8:
       case kByteArray8:
-        return TakeSized(8, &b) && PushText(PickleKind::kBytes, b);
+        return TakeSized(8, &b) && PushText(PickleKind::kBytes, std::string(b));
       case kEmptyList:
         return PushNew(PickleKind::kList);
       case kEmptyTuple:
