@@ -14,6 +14,7 @@ packages=(
   libgmock-dev
   nlohmann-json3-dev     # JSON for checkpoint indexes
   libbenchmark-dev       # benchmarks
+  python3-torch          # Python PyTorch: the torch.save/torch.load interop tests
 )
 
 missing=()
