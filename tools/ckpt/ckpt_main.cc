@@ -3,6 +3,9 @@
 //   bazel run //tools/ckpt -- inspect DIR
 //   bazel run //tools/ckpt -- verify DIR
 //   bazel run //tools/ckpt -- [--buffer_mib=N] [--progress=auto|always|never] consolidate DIR OUT
+//   bazel run //tools/ckpt -- --world_size=N [--shard=KEY=DIM,...] [--layout=FILE] [--prefix=P]
+//                             [--optimizer_states] [--global_step] import IN.pt OUT_DIR
+//   bazel run //tools/ckpt -- [--lightning] [--prefix=P] export DIR OUT.pt
 //
 // Exit codes: 0 success, 1 a bad or unreadable checkpoint, 2 bad usage.
 #include <iostream>
@@ -13,17 +16,29 @@
 #include "absl/flags/usage.h"
 #include "simulate/strict_flags.h"
 #include "tools/ckpt/ckpt_commands.h"
+#include "tools/ckpt/interop_commands.h"
 
 ABSL_FLAG(int, buffer_mib, 64, "consolidate: MiB of the window full tensors are assembled in (1..4096)");
 ABSL_FLAG(std::string, progress, "auto", "consolidate: progress lines on stderr: auto (outputs >= 256 MiB), always, never");
 
+ABSL_FLAG(int, world_size, 1, "import: ranks the checkpoint is written for (1..65536)");
+ABSL_FLAG(std::vector<std::string>, shard, {}, "import: KEY=DIM[,KEY=DIM...]: chunk KEY along DIM over the ranks");
+ABSL_FLAG(std::string, layout, "", "import: a file of KEY=DIM lines ('#' comments), as --shard");
+ABSL_FLAG(std::string, prefix, "", "import: prepended to every key; export: only keys under it, without it");
+ABSL_FLAG(bool, optimizer_states, false, "import (Lightning): also import optimizer_states");
+ABSL_FLAG(bool, global_step, false, "import (Lightning): also import global_step as a [1] I64 tensor");
+ABSL_FLAG(std::string, global_step_key, "global_step", "import: the key global_step goes to (trainer.step for the Trainer)");
+ABSL_FLAG(bool, lightning, false, "export: Lightning's layout {state_dict, global_step} (step from trainer.step or global_step)");
+
 namespace {
 
 constexpr char kUsage[] =
-    "usage: ckpt [flags] inspect DIR | verify DIR | consolidate DIR OUT\n"
+    "usage: ckpt [flags] inspect DIR | verify DIR | consolidate DIR OUT | import IN.pt OUT_DIR | export DIR OUT.pt\n"
     "  inspect      a table of the checkpoint's keys, shapes, dtypes, shard counts and coverage\n"
     "  verify       checks every shard's checksums; exits 1 on any failure\n"
-    "  consolidate  writes every tensor, whole, into one safetensors file OUT (bounded memory)";
+    "  consolidate  writes every tensor, whole, into one safetensors file OUT (bounded memory)\n"
+    "  import       a torch.save state dict or Lightning .ckpt into a checkpoint (restricted reader, no code run)\n"
+    "  export       the checkpoint as a file Python's torch.load opens (--lightning: a Lightning .ckpt)";
 
 int UsageError(const std::string& message) {
   std::cerr << "ckpt: " << message << "\n" << kUsage << "\n";
@@ -60,6 +75,30 @@ int main(int argc, char** argv) {
   if (command == "consolidate") {
     if (operands != 2) return UsageError("consolidate takes two operands, DIR and OUT");
     return shardlight::tools::ckpt::Consolidate(args[2], args[3], options, std::cout, std::cerr);
+  }
+  if (command == "import") {
+    if (operands != 2) return UsageError("import takes two operands, IN and OUT_DIR");
+    shardlight::sharded::checkpoint::pytorch::ImportOptions import;
+    import.world_size = absl::GetFlag(FLAGS_world_size);
+    if (import.world_size < 1 || import.world_size > 65536) return UsageError("--world_size must be in [1, 65536]");
+    absl::Status s = shardlight::sharded::checkpoint::pytorch::ParseShardSpecs(absl::GetFlag(FLAGS_shard), &import.shard_dims);
+    if (s.ok() && !absl::GetFlag(FLAGS_layout).empty()) {
+      s = shardlight::sharded::checkpoint::pytorch::ReadShardLayoutFile(absl::GetFlag(FLAGS_layout), &import.shard_dims);
+    }
+    if (!s.ok()) return UsageError(std::string(s.message()));
+    import.key_prefix = absl::GetFlag(FLAGS_prefix);
+    import.optimizer_states = absl::GetFlag(FLAGS_optimizer_states);
+    import.global_step = absl::GetFlag(FLAGS_global_step);
+    import.global_step_key = absl::GetFlag(FLAGS_global_step_key);
+    return shardlight::tools::ckpt::ImportTorch(args[2], args[3], import, std::cout, std::cerr);
+  }
+  if (command == "export") {
+    if (operands != 2) return UsageError("export takes two operands, DIR and OUT");
+    shardlight::sharded::checkpoint::pytorch::ExportOptions exp;
+    exp.lightning = absl::GetFlag(FLAGS_lightning);
+    exp.prefix = absl::GetFlag(FLAGS_prefix);
+    exp.buffer_bytes = options.buffer_bytes;
+    return shardlight::tools::ckpt::ExportTorch(args[2], args[3], exp, std::cout, std::cerr);
   }
   return UsageError("unknown command '" + command + "'");
 }
