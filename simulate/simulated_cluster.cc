@@ -4,14 +4,13 @@
 #include <sys/resource.h>
 
 #include <atomic>
-#include <exception>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include <c10/util/Exception.h>
+#include "sharded/no_throw.h"
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -28,14 +27,6 @@ void RaiseOpenFileLimit() {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
-}
-
-// c10::Error::what() carries a C++ backtrace; the first line is the message.
-std::string DescribeException(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
 }
 
 }  // namespace
@@ -103,8 +94,7 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
     RankContext ctx;
     ctx.rank = rank;
     ctx.world_size = world_size_;
-    absl::Status status;
-    try {
+    absl::Status status = sharded::NoThrow([&]() -> absl::Status {
       auto options = c10d::ProcessGroupGloo::Options::create(options_.collective_timeout);
       options->devices.push_back(shared_->device);
       options->threads = options_.threads_per_rank;
@@ -113,12 +103,8 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
       // whose body needs no communication can close its group while a peer
       // is still handshaking ("Connection closed by peer").
       ctx.pg->barrier()->wait();
-      status = body(ctx);
-    } catch (const std::exception& e) {
-      status = absl::InternalError(DescribeException(e));
-    } catch (...) {
-      status = absl::UnknownError("non-standard exception");
-    }
+      return body(ctx);
+    });
     if (!status.ok()) record_failure(rank, std::move(status));
     // Dropping the group closes this rank's connections: peers still waiting
     // on it fail now rather than at the collective timeout.
