@@ -1,13 +1,12 @@
 #include "lightning/collective_probe.h"
 
-#include <exception>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include <c10/util/Exception.h>
 
+#include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::lightning {
@@ -26,16 +25,13 @@ std::string Show(const at::Tensor& t) {
 // Launches one collective and waits for it; a throw or timeout names it.
 template <typename Launch>
 absl::Status Run(absl::string_view name, std::chrono::milliseconds timeout, Launch&& launch) {
-  try {
+  absl::Status s = sharded::NoThrow([&]() -> absl::Status {
     c10::intrusive_ptr<c10d::Work> work = launch();
-    if (!work) return Failed(name, "the process group returned no work");
+    if (!work) return absl::InternalError("the process group returned no work");
     work->wait(timeout);  // throws "Operation timed out!" after `timeout`
-  } catch (const c10::Error& e) {
-    return Failed(name, e.what_without_backtrace());
-  } catch (const std::exception& e) {
-    return Failed(name, e.what());
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
+  return s.ok() ? s : Failed(name, s.message());
 }
 
 absl::Status Expect(absl::string_view name, absl::string_view what, const at::Tensor& got, const at::Tensor& want) {

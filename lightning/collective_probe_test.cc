@@ -115,8 +115,8 @@ TEST_P(ProbeTest, EveryCollectiveWorksOnGloo) {
 TEST_P(ProbeTest, NamesTheCollectiveTheBackendRefuses) {
   for (const std::string& s : ProbeThroughFaultyGroup(GetParam(), "alltoall_base", "")) {
     EXPECT_EQ(s,
-              "FAILED_PRECONDITION: collective probe: alltoall_base failed: ProcessGroup faulty-gloo does not support "
-              "alltoall_base");
+              "FAILED_PRECONDITION: collective probe: alltoall_base failed: LibTorch error: "
+              "ProcessGroup faulty-gloo does not support alltoall_base");
   }
 }
 
@@ -129,7 +129,7 @@ TEST_P(ProbeFaultTest, RefusedCollectiveIsNamedOnEveryRank) {
   const std::string c = GetParam();
   for (const std::string& s : ProbeThroughFaultyGroup(3, c, "")) {
     EXPECT_EQ(s, absl::StrCat("FAILED_PRECONDITION: collective probe: ", c,
-                              " failed: ProcessGroup faulty-gloo does not support ", c));
+                              " failed: LibTorch error: ProcessGroup faulty-gloo does not support ", c));
   }
 }
 
@@ -171,7 +171,7 @@ TEST(ProbeFailureTest, LateRankTimesOutNamingTheCollective) {
   ASSERT_FALSE(status.ok());
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition) << status;
   EXPECT_EQ(FailedRank(status), 0) << status;
-  EXPECT_THAT(std::string(status.message()), HasSubstr("collective probe: allgather failed: Operation timed out!"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("collective probe: allgather failed: LibTorch error: Operation timed out!"));
   EXPECT_LT(elapsed, std::chrono::seconds(8));
 }
 

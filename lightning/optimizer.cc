@@ -17,29 +17,20 @@ Sgd::Sgd(Trainables trainables, SgdOptions options)
     : Optimizer(std::move(trainables)), options_(options), step_(at::zeros({1}, at::kLong)) {}
 
 absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(Trainables trainables, SgdOptions options) {
+  if (!(options.lr > 0) || !(options.momentum >= 0 && options.momentum < 1) || !(options.weight_decay >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("SGD options: lr ", options.lr, " must be > 0, momentum ",
+                                                   options.momentum, " in [0, 1), weight_decay ",
+                                                   options.weight_decay, " >= 0"));
+  }
   std::unique_ptr<Sgd> sgd(new Sgd(std::move(trainables), options));
   for (const auto& d : sgd->trainables_.dense) sgd->dense_buffers_.push_back(at::zeros_like(d.param).detach());
-  for (const auto& s : sgd->trainables_.sharded) {
-    std::vector<sharded::Shard> shards;
-    for (const auto& shard : s.member->local_shards()) {
-      shards.push_back({at::zeros_like(shard.tensor).detach(), shard.metadata});
-    }
-    sharded::ShardedTensorMetadata metadata = s.member->metadata();
-    metadata.properties.requires_grad = false;
-    // Same layout as the member, built locally: no communication.
-    auto buffer = sharded::ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), std::move(metadata),
-                                                                                s.member->process_group());
-    if (!buffer.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("momentum buffer for \"", s.key, "\": ", buffer.status().message()));
-    }
-    sgd->sharded_buffers_.push_back(*std::move(buffer));
-  }
+  for (const auto& s : sgd->trainables_.sharded) sgd->sharded_buffers_.push_back(s.member->ZerosLike(false));
   return sgd;
 }
 
 namespace {
 
-void Update(at::Tensor& param, at::Tensor& buffer, bool first, const SgdOptions& o) {
+void Update(const at::Tensor& param, const at::Tensor& buffer, bool first, const SgdOptions& o) {
   if (!param.grad().defined()) return;
   at::Tensor grad = param.grad();
   if (o.weight_decay != 0) grad = grad.add(param, o.weight_decay);
@@ -61,8 +52,8 @@ void Sgd::Step() {
   const bool first = step_[0].item<int64_t>() == 0;
   for (size_t i = 0; i < trainables_.dense.size(); ++i) Update(trainables_.dense[i].param, dense_buffers_[i], first, options_);
   for (size_t i = 0; i < trainables_.sharded.size(); ++i) {
-    auto& params = trainables_.sharded[i].member->local_shards();
-    auto& buffers = sharded_buffers_[i].local_shards();
+    const auto& params = trainables_.sharded[i].member->local_shards();
+    const auto& buffers = sharded_buffers_[i].local_shards();
     for (size_t j = 0; j < params.size(); ++j) Update(params[j].tensor, buffers[j].tensor, first, options_);
   }
   step_.add_(1);

@@ -45,8 +45,9 @@ struct SgdOptions {
 
 class Sgd : public Optimizer {
  public:
-  // InvalidArgument when a sharded trainable's local shards no longer match
-  // its metadata (its momentum buffer is built with the same layout).
+  // InvalidArgument for a learning rate that is not positive, a momentum
+  // outside [0, 1) or a negative weight decay. Momentum buffers take each
+  // trainable's layout (ShardedTensor::ZerosLike: no communication).
   static absl::StatusOr<std::unique_ptr<Sgd>> Create(Trainables trainables, SgdOptions options);
   void Step() override;
   absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override;

@@ -2,11 +2,16 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <optional>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "sharded/box_exchange.h"
+#include "sharded/agreement.h"
+#include "sharded/no_throw.h"
+#include "sharded/stable_hash.h"
 #include "sharded/status_macros.h"
+#include "sharded/tensor_region.h"
 
 namespace shardlight::lightning {
 
@@ -31,9 +36,6 @@ absl::Status ShardedModule::RegisterShardedTensor(const std::string& name, Shard
   }
   if (sharded_tensor(name) != nullptr) {
     return absl::AlreadyExistsError(absl::StrCat("sharded tensor \"", name, "\" is already registered"));
-  }
-  if (!tensor.process_group()) {
-    return absl::InvalidArgumentError(absl::StrCat("sharded tensor \"", name, "\" has no process group"));
   }
   sharded_.emplace_back(name, std::move(tensor));
   return absl::OkStatus();
@@ -102,51 +104,92 @@ absl::Status CheckCompatible(const std::string& key, const std::vector<int64_t>&
 
 }  // namespace
 
+namespace {
+
+// One member's part of a load: where its values come from.
+struct MemberLoad {
+  std::string key;
+  ShardedTensor* member;
+  std::vector<at::Tensor> sources;           // per local shard, when no reshard is needed
+  std::optional<ShardedTensor> to_reshard;  // the stored tensor, when its layout differs
+};
+
+// Local checks of one member against its entry; no communication.
+absl::Status PlanMember(const std::string& key, ShardedTensor* member, const sharded::StateValue& value,
+                        MemberLoad& load) {
+  load.key = key;
+  load.member = member;
+  if (const auto* dense = std::get_if<at::Tensor>(&value)) {
+    // A full (consolidated) tensor present on every rank: slice locally.
+    SL_RETURN_IF_ERROR(CheckCompatible(key, dense->sizes().vec(), dense->scalar_type(), *member));
+    const sharded::Box whole = sharded::Box::Whole(dense->sizes().vec());
+    for (const auto& shard : member->local_shards()) {
+      load.sources.push_back(sharded::RegionView(*dense, whole, shard.metadata));
+    }
+    return absl::OkStatus();
+  }
+  const ShardedTensor& stored = std::get<ShardedTensor>(value);
+  SL_RETURN_IF_ERROR(CheckCompatible(key, stored.sizes(), stored.dtype(), *member));
+  if (stored.process_group()->getSize() != member->process_group()->getSize()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "key \"", key, "\" was sharded over ", stored.process_group()->getSize(),
+        " ranks but the module's member is over ", member->process_group()->getSize(),
+        "; load it from a checkpoint or a consolidated (dense) state dict"));
+  }
+  if (stored.metadata().shards != member->metadata().shards) {
+    load.to_reshard = stored;
+  } else {
+    for (const auto& shard : stored.local_shards()) load.sources.push_back(shard.tensor);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status RestoreShardedMembersBeforeLoad(torch::nn::Module& module, StateDict& dict, const std::string& prefix,
                                              LoadReport& report) {
-  for (auto& [key, member] : ShardedMembers(module, prefix, /*skip_hook_owners=*/true)) {
-    sharded::StateValue* value = dict.Find(key);
-    if (value == nullptr) {
-      report.missing_keys.push_back(key);
-      continue;
+  auto members = ShardedMembers(module, prefix, /*skip_hook_owners=*/true);
+  if (members.empty()) return absl::OkStatus();
+  // Step 1: every local check, and which keys each rank would reshard.
+  std::vector<MemberLoad> loads;
+  std::vector<std::string> missing;
+  std::string plan;  // the keys this rank loads, and which it reshards
+  absl::Status local = sharded::NoThrow([&]() -> absl::Status {
+    for (auto& [key, member] : members) {
+      const sharded::StateValue* value = dict.Find(key);
+      if (value == nullptr) {
+        missing.push_back(key);
+        continue;
+      }
+      loads.emplace_back();
+      SL_RETURN_IF_ERROR(PlanMember(key, member, *value, loads.back()));
+      absl::StrAppend(&plan, key, loads.back().to_reshard ? " reshard\n" : "\n");
     }
-    // `sources` holds, per local shard of the member, the tensor to copy in.
-    std::vector<at::Tensor> sources;
-    if (auto* dense = std::get_if<at::Tensor>(value)) {
-      // A full (consolidated) tensor present on every rank: slice locally.
-      SL_RETURN_IF_ERROR(CheckCompatible(key, dense->sizes().vec(), dense->scalar_type(), *member));
-      const std::vector<int64_t> origin(dense->dim(), 0);
-      for (const auto& shard : member->local_shards()) {
-        sources.push_back(sharded::RegionView(*dense, origin, shard.metadata.offsets, shard.metadata.sizes));
+    return absl::OkStatus();
+  });
+  // Step 2: ranks agree before any of them enters a reshard (a collective).
+  c10d::ProcessGroup& pg = *members.front().second->process_group();
+  SL_RETURN_IF_ERROR(sharded::AgreeOn(pg, local.ok() ? absl::StatusOr<uint64_t>(sharded::StableHash(plan)) : local,
+                                      {"load of sharded members", "keys to load and reshard"}));
+  // Step 3: reshard, in the same order on every rank; stage the copies.
+  for (MemberLoad& load : loads) {
+    if (load.to_reshard) {
+      auto moved = load.to_reshard->Reshard(LayoutOf(*load.member));
+      if (!moved.ok()) {
+        return absl::Status(moved.status().code(),
+                            absl::StrCat("resharding key \"", load.key, "\": ", moved.status().message()));
       }
-    } else {
-      ShardedTensor& stored = std::get<ShardedTensor>(*value);
-      SL_RETURN_IF_ERROR(CheckCompatible(key, stored.sizes(), stored.dtype(), *member));
-      if (stored.process_group()->getSize() != member->process_group()->getSize()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "key \"", key, "\" was sharded over ", stored.process_group()->getSize(),
-            " ranks but the module's member is over ", member->process_group()->getSize(),
-            "; load it from a checkpoint or a consolidated (dense) state dict"));
-      }
-      ShardedTensor source = stored;
-      if (stored.metadata().shards != member->metadata().shards) {
-        auto moved = stored.Reshard(LayoutOf(*member));
-        if (!moved.ok()) {
-          return absl::Status(moved.status().code(),
-                              absl::StrCat("resharding key \"", key, "\": ", moved.status().message()));
-        }
-        source = *std::move(moved);
-      }
-      for (const auto& shard : source.local_shards()) sources.push_back(shard.tensor);
+      for (const auto& shard : moved->local_shards()) load.sources.push_back(shard.tensor);
     }
-    dict.Erase(key);  // `value` is dangling from here on
-    report.loaded_keys.push_back(key);
-    report.commits.push_back([member = member, sources = std::move(sources)] {
+    dict.Erase(load.key);
+    report.loaded_keys.push_back(load.key);
+    report.commits.push_back([member = load.member, sources = std::move(load.sources)] {
       at::NoGradGuard no_grad;
-      auto& shards = member->local_shards();
+      const auto& shards = member->local_shards();
       for (size_t i = 0; i < shards.size(); ++i) shards[i].tensor.copy_(sources[i]);
     });
   }
+  report.missing_keys.insert(report.missing_keys.end(), missing.begin(), missing.end());
   return absl::OkStatus();
 }
 

@@ -1,7 +1,6 @@
 #include "lightning/trainer.h"
 
 #include <ATen/core/grad_mode.h>
-#include <c10/util/Exception.h>
 
 #include <iostream>
 #include <utility>
@@ -9,7 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "lightning/collective_probe.h"
 #include "lightning/state_dict_hooks.h"
+#include "sharded/agreement.h"
 #include "sharded/collectives.h"
+#include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::lightning {
@@ -17,61 +18,75 @@ namespace {
 
 namespace ckpt = sharded::checkpoint;
 
+// Allreduces `flat` (a 1-d float tensor, summed) with one more element that
+// counts failed ranks: a rank whose phase failed still joins it, and then
+// every rank learns which one failed, and why, through the agreement.
+absl::Status AllreduceWithVerdict(c10d::ProcessGroup& pg, at::Tensor& flat, const absl::Status& local,
+                                  absl::string_view op) {
+  std::vector<at::Tensor> buffer = {at::cat({flat, at::full({1}, local.ok() ? 0.0 : 1.0, flat.options())})};
+  if (pg.getSize() > 1) {
+    SL_RETURN_IF_ERROR(sharded::RunCollective(pg, op, [&] { return pg.allreduce(buffer); }));
+  }
+  if (buffer[0][-1].item<double>() > 0) {
+    SL_RETURN_IF_ERROR(sharded::Agree(pg, local, op));
+    return absl::InternalError(absl::StrCat(op, ": a rank reported a failure but no error"));
+  }
+  flat = buffer[0].narrow(0, 0, flat.numel());
+  return absl::OkStatus();
+}
+
 // Sums every dense gradient across ranks in one flat allreduce that also
-// carries a failure count: a rank whose step failed still joins it (with
-// zero gradients), and every rank then returns that rank's error.
-absl::Status AllreduceDenseGrads(const Trainables& trainables, c10d::ProcessGroup& pg, const absl::Status& local) {
-  std::vector<at::Tensor> parts;
+// carries this rank's step verdict (zero gradients when it failed).
+absl::Status AllreduceDenseGrads(const Trainables& trainables, c10d::ProcessGroup& pg, const absl::Status& local,
+                                 absl::string_view op) {
+  std::vector<at::Tensor> parts = {at::zeros({0})};
   for (const auto& d : trainables.dense) {
     if (!d.param.grad().defined() || !local.ok()) d.param.mutable_grad() = at::zeros_like(d.param);
     parts.push_back(d.param.grad().reshape({-1}).to(at::kFloat));
   }
-  parts.push_back(at::full({1}, local.ok() ? 0.0f : 1.0f));
-  std::vector<at::Tensor> flat = {at::cat(parts)};
-  if (pg.getSize() > 1) SL_RETURN_IF_ERROR(sharded::WaitFor(pg, pg.allreduce(flat), "allreduce of dense gradients"));
-  if (flat[0][-1].item<float>() > 0) {
-    // Some rank failed: all learn which, and why, the same way.
-    SL_RETURN_IF_ERROR(sharded::AgreeOn(pg, local.ok() ? absl::StatusOr<uint64_t>(0) : local, "training step"));
-    return absl::InternalError("a rank reported a failed training step but no error");
-  }
+  at::Tensor flat = at::cat(parts);
+  SL_RETURN_IF_ERROR(AllreduceWithVerdict(pg, flat, local, op));
   int64_t pos = 0;
   for (const auto& d : trainables.dense) {
     const int64_t n = d.param.numel();
-    d.param.mutable_grad().copy_(flat[0].narrow(0, pos, n).view_as(d.param));
+    d.param.mutable_grad().copy_(flat.narrow(0, pos, n).view_as(d.param));
     pos += n;
   }
   return absl::OkStatus();
 }
 
-// TrainingStep and backward on this rank; errors (and exceptions) become a
-// status so the rank still joins the gradient allreduce.
-absl::Status LocalStep(LightningModule& module, const Batch& batch, const StepContext& ctx, at::Tensor* loss) {
-  try {
+// GetBatch, TrainingStep and backward on this rank.
+absl::Status LocalStep(LightningModule& module, const DataSource& data, const StepContext& ctx, at::Tensor* loss) {
+  return sharded::NoThrow([&]() -> absl::Status {
+    const Batch batch = data.GetBatch(ctx.step);
     SL_ASSIGN_OR_RETURN(*loss, module.TrainingStep(batch, ctx));
     if (!loss->defined() || loss->numel() != 1) {
       return absl::InvalidArgumentError(absl::StrCat("TrainingStep returned a loss with ",
                                                      loss->defined() ? loss->numel() : 0, " elements; want a scalar"));
     }
     if (loss->requires_grad()) loss->backward();
-  } catch (const c10::Error& e) {
-    return absl::InternalError(absl::StrCat("training step ", ctx.step, ": ", e.what_without_backtrace()));
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("training step ", ctx.step, ": ", e.what()));
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
 }
 
 // Rank 0's answer to "is there a committed checkpoint?", shared with all.
 absl::StatusOr<bool> CheckpointCommitted(const std::string& dir, c10d::ProcessGroup& pg) {
   const bool here = ckpt::HasCommittedCheckpoint(dir);
-  SL_ASSIGN_OR_RETURN(std::vector<std::string> all, sharded::AllgatherStrings(pg, here ? "1" : "0"));
+  SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                      sharded::AgreeAndGather(pg, {absl::OkStatus(), 0, here ? "1" : "0"}, {"resume"}));
   return all[0] == "1";
 }
 
+// Every callback's hook on this rank, then agreement: one rank's failing
+// callback fails every rank with its error.
 template <typename F>
-absl::Status ForEachCallback(const std::vector<std::shared_ptr<Callback>>& callbacks, F&& f) {
-  for (const auto& c : callbacks) SL_RETURN_IF_ERROR(f(*c));
-  return absl::OkStatus();
+absl::Status CallbacksAgree(const std::vector<std::shared_ptr<Callback>>& callbacks, c10d::ProcessGroup& pg,
+                            absl::string_view hook, F&& f) {
+  absl::Status local = sharded::NoThrow([&]() -> absl::Status {
+    for (const auto& c : callbacks) SL_RETURN_IF_ERROR(f(*c));
+    return absl::OkStatus();
+  });
+  return sharded::Agree(pg, local, hook);
 }
 
 }  // namespace
@@ -100,9 +115,14 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   }
   // Setup: the collectives must work before any sharded state is created.
   SL_RETURN_IF_ERROR(ProbeCollectives(*pg, options_.probe_timeout));
-  SL_RETURN_IF_ERROR(module.ConfigureShardedModel({pg, state.rank, state.world_size, options_.seed}));
-  SL_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, module.ConfigureOptimizers());
-  if (optimizer == nullptr) return absl::InvalidArgumentError(module.name() + "::ConfigureOptimizers returned null");
+  std::unique_ptr<Optimizer> optimizer;
+  absl::Status configured = sharded::NoThrow([&]() -> absl::Status {
+    SL_RETURN_IF_ERROR(module.ConfigureShardedModel({pg, state.rank, state.world_size, options_.seed}));
+    SL_ASSIGN_OR_RETURN(optimizer, module.ConfigureOptimizers());
+    if (optimizer == nullptr) return absl::InvalidArgumentError(module.name() + "::ConfigureOptimizers returned null");
+    return absl::OkStatus();
+  });
+  SL_RETURN_IF_ERROR(sharded::Agree(*pg, configured, "configure"));
   const Trainables trainables = TrainablesOf(module);
   at::Tensor step = at::zeros({1}, at::kLong);
   SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step));
@@ -111,40 +131,46 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   if (checkpoints && options_.resume) {
     SL_ASSIGN_OR_RETURN(bool committed, CheckpointCommitted(options_.checkpoint_dir, *pg));
     if (committed) {
-      ckpt::LoadOptions load;
-      load.verify_before_write = true;  // a damaged checkpoint changes nothing
-      SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, load));
+      SL_RETURN_IF_ERROR(Resume(module, *optimizer, step, *pg));
       state.start_step = step[0].item<int64_t>();
-      SL_RETURN_IF_ERROR(ForEachCallback(callbacks_, [&](Callback& c) {
+      SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnLoadCheckpoint", [&](Callback& c) {
         return c.OnLoadCheckpoint(state, state.start_step, options_.checkpoint_dir);
       }));
     }
   }
   FitResult result;
   result.start_step = state.start_step;
-  SL_RETURN_IF_ERROR(ForEachCallback(callbacks_, [&](Callback& c) { return c.OnTrainStart(state); }));
+  SL_RETURN_IF_ERROR(
+      CallbacksAgree(callbacks_, *pg, "OnTrainStart", [&](Callback& c) { return c.OnTrainStart(state); }));
 
   auto save = [&](int64_t done) -> absl::Status {
-    SL_RETURN_IF_ERROR(ForEachCallback(callbacks_, [&](Callback& c) { return c.OnSaveStart(state, done); }));
+    SL_RETURN_IF_ERROR(
+        CallbacksAgree(callbacks_, *pg, "OnSaveStart", [&](Callback& c) { return c.OnSaveStart(state, done); }));
     SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, options_.save_options));
     ++result.checkpoints_saved;
-    return ForEachCallback(callbacks_, [&](Callback& c) {
+    return CallbacksAgree(callbacks_, *pg, "OnSaveCheckpoint", [&](Callback& c) {
       return c.OnSaveCheckpoint(state, done, options_.checkpoint_dir);
     });
   };
 
   for (int64_t s = state.start_step; s < state.max_steps; ++s) {
     optimizer->ZeroGrad();
+    // Step 1: data, TrainingStep and backward; agreed in the gradient allreduce.
     at::Tensor loss;
-    const absl::Status local = LocalStep(module, data.GetBatch(s), {s, state.rank, state.world_size, pg}, &loss);
-    SL_RETURN_IF_ERROR(AllreduceDenseGrads(trainables, *pg, local));
-    optimizer->Step();
-    std::vector<at::Tensor> global_loss = {loss.detach().to(at::kDouble).reshape({1}).clone()};
-    SL_RETURN_IF_ERROR(sharded::WaitFor(*pg, pg->allreduce(global_loss), "allreduce of the loss"));
+    const absl::Status local = LocalStep(module, data, {s, state.rank, state.world_size, pg}, &loss);
+    SL_RETURN_IF_ERROR(AllreduceDenseGrads(trainables, *pg, local, absl::StrCat("training step ", s)));
+    // Step 2: the optimizer; agreed in the loss allreduce.
+    const absl::Status stepped = sharded::NoThrow([&] {
+      optimizer->Step();
+      return absl::OkStatus();
+    });
+    at::Tensor global_loss = loss.detach().to(at::kDouble).reshape({1}).clone();
+    SL_RETURN_IF_ERROR(AllreduceWithVerdict(*pg, global_loss, stepped, absl::StrCat("optimizer step ", s)));
     const int64_t done = s + 1;
     step.fill_(done);
     result.losses.push_back(global_loss[0].item<double>());
-    SL_RETURN_IF_ERROR(ForEachCallback(callbacks_, [&](Callback& c) {
+    // Step 3: the callbacks; agreed.
+    SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnStepEnd", [&](Callback& c) {
       return c.OnStepEnd(state, done, result.losses.back());
     }));
     if (checkpoints && options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0 &&
@@ -155,6 +181,34 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   if (checkpoints && state.start_step < state.max_steps) SL_RETURN_IF_ERROR(save(state.max_steps));
   result.end_step = std::max(state.start_step, state.max_steps);
   return result;
+}
+
+absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
+                             c10d::ProcessGroup& pg) {
+  // The model's entries load into fresh tensors of the module's layout and
+  // reach the module through LoadStateDict, so its load hooks run; the
+  // optimizer's state and the step load in place.
+  SL_ASSIGN_OR_RETURN(sharded::StateDict current, StateDictOf(module));
+  sharded::StateDict model;
+  sharded::StateDict target;
+  for (const auto& [key, value] : current.entries()) {
+    sharded::StateValue fresh;
+    if (const auto* dense = std::get_if<at::Tensor>(&value)) {
+      fresh = at::empty_like(dense->detach());
+    } else {
+      fresh = std::get<sharded::ShardedTensor>(value).ZerosLike(/*requires_grad=*/false);
+    }
+    SL_RETURN_IF_ERROR(model.Insert(key, fresh));
+    SL_RETURN_IF_ERROR(target.Insert("model." + key, fresh));
+  }
+  SL_RETURN_IF_ERROR(optimizer.AddStateTo(target, "optimizer."));
+  SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
+  ckpt::LoadOptions load;
+  load.verify_before_write = true;  // a damaged checkpoint changes nothing
+  SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, options_.checkpoint_dir, pg, load));
+  const absl::Status loaded =
+      sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
+  return sharded::Agree(pg, loaded, "resume");
 }
 
 }  // namespace shardlight::lightning

@@ -12,11 +12,17 @@
 // ("trainer.step"), so a resume -- on the same or another world size --
 // continues from exactly that state.
 //
+// A resume loads the model's entries into fresh tensors and then into the
+// module through LoadStateDict, so the module's load hooks run.
+//
 // Errors: FailedPrecondition when the probe fails; the module's, a callback's
 // or the checkpoint's error otherwise; Unavailable naming the collective when
-// a peer dies or times out. A TrainingStep that fails (or throws) on one rank
-// fails every rank with that rank's error ("rank R: ..."), agreed in the
-// step's gradient allreduce. A failed save leaves the previous checkpoint.
+// a peer dies or times out. All user code -- configure, GetBatch,
+// TrainingStep, the optimizer step, every callback, load hooks -- fails
+// symmetrically: when it fails (or throws) on one rank, every rank returns
+// that rank's error ("<phase> failed on rank R: ..."), agreed in the step's
+// allreduces or in an agreement (agreement.h). A failed save leaves the
+// previous checkpoint.
 #ifndef SHARDLIGHT_LIGHTNING_TRAINER_H_
 #define SHARDLIGHT_LIGHTNING_TRAINER_H_
 
@@ -68,6 +74,9 @@ class Trainer {
                                 c10::intrusive_ptr<c10d::ProcessGroup> pg);
 
  private:
+  // Loads the committed checkpoint in options_.checkpoint_dir (collective).
+  absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg);
+
   TrainerOptions options_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
 };

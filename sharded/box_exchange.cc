@@ -2,50 +2,21 @@
 
 #include <ATen/core/grad_mode.h>
 
-#include <algorithm>
+#include <optional>
 
 #include "sharded/collectives.h"
+#include "sharded/status_macros.h"
+#include "sharded/tensor_region.h"
 
 namespace shardlight::sharded {
 
-bool Intersect(const std::vector<int64_t>& a_off, const std::vector<int64_t>& a_size,
-               const std::vector<int64_t>& b_off, const std::vector<int64_t>& b_size,
-               std::vector<int64_t>* off, std::vector<int64_t>* size) {
-  const size_t n = a_off.size();
-  off->resize(n);
-  size->resize(n);
-  for (size_t d = 0; d < n; ++d) {
-    const int64_t lo = std::max(a_off[d], b_off[d]);
-    const int64_t hi = std::min(a_off[d] + a_size[d], b_off[d] + b_size[d]);
-    if (hi <= lo) return false;
-    (*off)[d] = lo;
-    (*size)[d] = hi - lo;
-  }
-  return true;
-}
-
-at::Tensor RegionView(const at::Tensor& tensor, const std::vector<int64_t>& tensor_offsets,
-                      const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes) {
-  at::Tensor view = tensor;
-  for (size_t d = 0; d < offsets.size(); ++d) {
-    view = view.narrow(static_cast<int64_t>(d), offsets[d] - tensor_offsets[d], sizes[d]);
-  }
-  return view;
-}
-
 namespace {
-
-int64_t Volume(const std::vector<int64_t>& sizes) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
 
 // One overlap between a source and a destination box.
 struct Transfer {
   int src;  // index into sources
   int dst;  // index into destinations
-  std::vector<int64_t> offsets, sizes;
+  Box region;
   int64_t elements;
 };
 
@@ -64,7 +35,7 @@ at::Tensor AsBytes(const at::Tensor& buffer) {
 }  // namespace
 
 absl::Status ExchangeBoxes(c10d::ProcessGroup& pg, c10::ScalarType dtype,
-                           const std::vector<Box>& sources, const std::vector<Box>& destinations,
+                           const std::vector<ExchangeBox>& sources, const std::vector<ExchangeBox>& destinations,
                            ExchangeStats* stats) {
   // Moving values is not differentiable; keep autograd out of the copies.
   at::NoGradGuard no_grad;
@@ -77,27 +48,27 @@ absl::Status ExchangeBoxes(c10d::ProcessGroup& pg, c10::ScalarType dtype,
   std::vector<int64_t> send_elems(w, 0), recv_elems(w, 0);
   bool any_remote = false;
   ExchangeStats local_stats;
-  std::vector<int64_t> off, size;
   for (int i = 0; i < static_cast<int>(sources.size()); ++i) {
-    const Box& s = sources[i];
+    const ExchangeBox& s = sources[i];
     for (int j = 0; j < static_cast<int>(destinations.size()); ++j) {
-      const Box& d = destinations[j];
-      if (!Intersect(s.offsets, s.sizes, d.offsets, d.sizes, &off, &size)) continue;
-      const int64_t n = Volume(size);
+      const ExchangeBox& d = destinations[j];
+      std::optional<Box> region = Intersect(s, d);
+      if (!region) continue;
+      const int64_t n = region->NumElements();
       if (s.rank == d.rank) {
         if (s.rank == me) {
-          RegionView(d.tensor, d.offsets, off, size).copy_(RegionView(s.tensor, s.offsets, off, size));
+          RegionView(d.tensor, d, *region).copy_(RegionView(s.tensor, s, *region));
           local_stats.bytes_copied_locally += n * elem;
         }
         continue;
       }
       any_remote = true;
       if (s.rank == me) {
-        to_rank[d.rank].push_back({i, j, off, size, n});
+        to_rank[d.rank].push_back({i, j, *region, n});
         send_elems[d.rank] += n;
       }
       if (d.rank == me) {
-        from_rank[s.rank].push_back({i, j, off, size, n});
+        from_rank[s.rank].push_back({i, j, *region, n});
         recv_elems[s.rank] += n;
       }
     }
@@ -113,8 +84,8 @@ absl::Status ExchangeBoxes(c10d::ProcessGroup& pg, c10::ScalarType dtype,
     int64_t pos = 0;
     for (int r = 0; r < w; ++r) {
       for (const Transfer& t : to_rank[r]) {
-        const Box& s = sources[t.src];
-        Slot(send, pos, t.sizes, t.elements).copy_(RegionView(s.tensor, s.offsets, t.offsets, t.sizes));
+        const ExchangeBox& s = sources[t.src];
+        Slot(send, pos, t.region.sizes, t.elements).copy_(RegionView(s.tensor, s, t.region));
         pos += t.elements;
       }
     }
@@ -125,14 +96,13 @@ absl::Status ExchangeBoxes(c10d::ProcessGroup& pg, c10::ScalarType dtype,
       send_bytes[r] = send_elems[r] * elem;
       recv_bytes[r] = recv_elems[r] * elem;
     }
-    absl::Status status = AllToAllBytes(pg, AsBytes(send), send_bytes, AsBytes(recv), recv_bytes);
-    if (!status.ok()) return status;
+    SL_RETURN_IF_ERROR(AllToAllBytes(pg, AsBytes(send), send_bytes, AsBytes(recv), recv_bytes));
     // Step 3: unpack into the destination boxes.
     pos = 0;
     for (int r = 0; r < w; ++r) {
       for (const Transfer& t : from_rank[r]) {
-        const Box& d = destinations[t.dst];
-        RegionView(d.tensor, d.offsets, t.offsets, t.sizes).copy_(Slot(recv, pos, t.sizes, t.elements));
+        const ExchangeBox& d = destinations[t.dst];
+        RegionView(d.tensor, d, t.region).copy_(Slot(recv, pos, t.region.sizes, t.elements));
         pos += t.elements;
       }
     }

@@ -7,6 +7,8 @@
 // the source boxes it overlaps: copied locally when source and destination
 // share a rank, otherwise sent once in a single variable-size all-to-all. An
 // element is never sent twice to the same rank and never sent to its own rank.
+// Callers agree (agreement.h) on the boxes before calling: the exchange
+// itself trusts that every rank passes the same lists.
 #ifndef SHARDLIGHT_SHARDED_BOX_EXCHANGE_H_
 #define SHARDLIGHT_SHARDED_BOX_EXCHANGE_H_
 
@@ -16,15 +18,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sharded/box.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace shardlight::sharded {
 
-struct Box {
+// A box as the exchange sees it: with its owner rank, and on that rank the
+// local tensor that holds exactly this box.
+struct ExchangeBox : Box {
   int rank = 0;
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> sizes;
-  at::Tensor tensor;  // defined only when rank is this rank: holds exactly this box
+  at::Tensor tensor;  // defined only when rank is this rank
 };
 
 struct ExchangeStats {
@@ -36,18 +39,8 @@ struct ExchangeStats {
 // All boxes share one dtype and rank of dims. Sources must not overlap each
 // other. Returns Unavailable if the collective fails.
 absl::Status ExchangeBoxes(c10d::ProcessGroup& pg, c10::ScalarType dtype,
-                           const std::vector<Box>& sources, const std::vector<Box>& destinations,
+                           const std::vector<ExchangeBox>& sources, const std::vector<ExchangeBox>& destinations,
                            ExchangeStats* stats = nullptr);
-
-// The intersection of two boxes; false when it is empty.
-bool Intersect(const std::vector<int64_t>& a_off, const std::vector<int64_t>& a_size,
-               const std::vector<int64_t>& b_off, const std::vector<int64_t>& b_size,
-               std::vector<int64_t>* off, std::vector<int64_t>* size);
-
-// The view of `tensor` (which holds the box at `tensor_offsets`) covering the
-// region at `offsets` with `sizes`.
-at::Tensor RegionView(const at::Tensor& tensor, const std::vector<int64_t>& tensor_offsets,
-                      const std::vector<int64_t>& offsets, const std::vector<int64_t>& sizes);
 
 }  // namespace shardlight::sharded
 

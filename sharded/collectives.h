@@ -1,7 +1,8 @@
 // Thin, status-returning wrappers over the c10d collectives the sharded code
 // uses. c10d reports failures (timeouts, a peer that closed its connection) by
-// throwing from Work::wait(); here they become absl::Status values that name
-// the operation, so callers can return them on every rank.
+// throwing; here they become absl::Status values that name the operation, so
+// callers can return them on every rank. Cross-rank agreement on a verdict is
+// agreement.h; this file only moves bytes.
 #ifndef SHARDLIGHT_SHARDED_COLLECTIVES_H_
 #define SHARDLIGHT_SHARDED_COLLECTIVES_H_
 
@@ -13,7 +14,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "sharded/no_throw.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace shardlight::sharded {
@@ -32,24 +35,29 @@ absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,
                            const std::vector<int64_t>& send_counts, at::Tensor recv,
                            const std::vector<int64_t>& recv_counts);
 
-// The agreement step of every collective entry point: each rank contributes
-// its local verdict -- an error, or a fingerprint of what it is about to do --
-// and every rank returns the same status: the lowest failing rank's error
-// (its code, message prefixed "rank R: "), else InvalidArgument when the
-// fingerprints differ ("ranks disagree on the <what>: rank 0 and rank R ..."),
-// else OK. A rank with bad input thus fails its peers too instead of leaving
-// them in the next collective; Unavailable if the exchange itself fails.
-absl::Status AgreeOn(c10d::ProcessGroup& pg, const absl::StatusOr<uint64_t>& local, const std::string& what);
+namespace internal {
+// See RunCollective.
+void ArriveAtCollective(c10d::ProcessGroup& pg);
+absl::Status CollectiveFailed(c10d::ProcessGroup& pg, absl::string_view op, const absl::Status& error);
+}  // namespace internal
 
-// FNV-1a: a fingerprint that is the same in every process and build.
-uint64_t StableHash(absl::string_view text);
-
-// Waits for `work` (a collective issued on `pg`), turning a thrown c10d error
-// into Unavailable naming `op`. When a RankMonitor is attached to `pg` (the
-// simulator and real process groups attach one), the wait is recorded as this
-// rank's arrival and a failure names the ranks that had not arrived or are
-// gone: "allreduce failed: rank 2 had not arrived at collective #7: <c10d's words>".
-absl::Status WaitFor(c10d::ProcessGroup& pg, const c10::intrusive_ptr<c10d::Work>& work, const char* op);
+// Issues a collective on `pg` with `issue()` (which returns its c10d::Work)
+// and waits for it. Whatever c10d throws, at issue or at wait, becomes
+// Unavailable "<op> failed: ..." (through NoThrow, the one exception-to-status
+// mapping). When a RankMonitor is attached to `pg` (the simulator and real
+// process groups attach one), the call counts as this rank's arrival and a
+// failure names the ranks that had not arrived or are gone:
+// "allreduce failed: rank 2 had not arrived at collective #7: <c10d's words>".
+template <typename Issue>
+absl::Status RunCollective(c10d::ProcessGroup& pg, absl::string_view op, Issue&& issue) {
+  internal::ArriveAtCollective(pg);
+  absl::Status s = NoThrow([&]() -> absl::Status {
+    issue()->wait();
+    return absl::OkStatus();
+  });
+  if (s.ok()) return s;
+  return internal::CollectiveFailed(pg, op, s);
+}
 
 }  // namespace shardlight::sharded
 

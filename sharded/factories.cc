@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "sharded/collectives.h"
+#include "sharded/agreement.h"
 #include "sharded/global_random.h"
 #include "sharded/status_macros.h"
 
@@ -27,7 +27,7 @@ absl::StatusOr<ShardedTensor> Create(const ShardingSpec& spec, const std::vector
   props.requires_grad = options.requires_grad;
   absl::StatusOr<ShardedTensorMetadata> layout =
       precheck.ok() ? BuildMetadata(spec, sizes, props, pg->getSize()) : precheck;
-  SL_RETURN_IF_ERROR(AgreeOn(*pg, LayoutHash(layout), "sharded tensor layout"));
+  SL_RETURN_IF_ERROR(AgreeOn(*pg, LayoutHash(layout), {"sharded tensor factory", "sharded tensor layout"}));
   ShardedTensorMetadata metadata = *std::move(layout);
   std::vector<Shard> shards = AllocateLocalShards(metadata, pg->getRank());
   {
@@ -38,7 +38,7 @@ absl::StatusOr<ShardedTensor> Create(const ShardingSpec& spec, const std::vector
   }
   for (Shard& s : shards) s.tensor.set_requires_grad(options.requires_grad);
   return ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), std::move(metadata),
-                                                              std::move(pg), spec);
+                                                              std::move(pg));
 }
 
 absl::Status RequireFloating(c10::ScalarType dtype, const char* what) {

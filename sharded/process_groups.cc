@@ -1,9 +1,7 @@
 #include "sharded/process_groups.h"
 
-#include <exception>
-
 #include "absl/strings/str_cat.h"
-#include <c10/util/Exception.h>
+#include "sharded/no_throw.h"
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #ifdef USE_C10D_NCCL
@@ -12,11 +10,6 @@
 
 namespace shardlight::sharded {
 namespace {
-
-std::string What(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
-  return e.what();
-}
 
 #if TORCH_VERSION_MAJOR >= 2
 // 2.x: a ProcessGroup that dispatches `device_type` tensors to `backend`.
@@ -34,19 +27,20 @@ c10::intrusive_ptr<c10d::ProcessGroup> Wrap(const c10::intrusive_ptr<c10d::Store
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceForInterface(const std::string& interface) {
-  try {
+  auto device = NoThrow([&]() -> absl::StatusOr<std::shared_ptr<gloo::transport::Device>> {
     return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("no Gloo device for interface '", interface, "': ", What(e)));
-  }
+  });
+  if (device.ok()) return device;
+  return absl::InvalidArgumentError(
+      absl::StrCat("no Gloo device for interface '", interface, "': ", device.status().message()));
 }
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceForAddress(const std::string& address) {
-  try {
+  auto device = NoThrow([&]() -> absl::StatusOr<std::shared_ptr<gloo::transport::Device>> {
     return c10d::ProcessGroupGloo::createDeviceForHostname(address);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("no Gloo device bound to '", address, "': ", What(e)));
-  }
+  });
+  if (device.ok()) return device;
+  return absl::InvalidArgumentError(absl::StrCat("no Gloo device bound to '", address, "': ", device.status().message()));
 }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGlooGroup(const c10::intrusive_ptr<c10d::Store>& store,
@@ -58,7 +52,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGlooGroup(const c10::
     if (!made.ok()) return made.status();
     device = *made;
   }
-  try {
+  auto pg = NoThrow([&]() -> absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> {
     auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
     gloo_options->devices.push_back(device);
     gloo_options->threads = options.threads;
@@ -69,10 +63,10 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGlooGroup(const c10::
 #else
     return c10::intrusive_ptr<c10d::ProcessGroup>(gloo);
 #endif
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("rank ", rank, " of ", size, " could not connect its Gloo group (bound to ",
-                                               options.bind_address, "): ", What(e)));
-  }
+  });
+  if (pg.ok()) return pg;
+  return absl::UnavailableError(absl::StrCat("rank ", rank, " of ", size, " could not connect its Gloo group: ",
+                                             pg.status().message()));
 }
 
 bool HasNccl() {
@@ -87,7 +81,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeNcclGroup(const c10::
                                                                       int rank, int size,
                                                                       std::chrono::milliseconds timeout) {
 #ifdef USE_C10D_NCCL
-  try {
+  auto pg = NoThrow([&]() -> absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> {
     auto options = c10d::ProcessGroupNCCL::Options::create();
     options->timeout = timeout;
     auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
@@ -96,9 +90,10 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeNcclGroup(const c10::
 #else
     return c10::intrusive_ptr<c10d::ProcessGroup>(nccl);
 #endif
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("rank ", rank, " of ", size, " could not create its NCCL group: ", What(e)));
-  }
+  });
+  if (pg.ok()) return pg;
+  return absl::UnavailableError(
+      absl::StrCat("rank ", rank, " of ", size, " could not create its NCCL group: ", pg.status().message()));
 #else
   (void)store;
   (void)rank;

@@ -3,8 +3,10 @@
 #include <map>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sharded/no_throw.h"
 
 namespace shardlight::sharded {
 namespace {
@@ -41,11 +43,11 @@ void RankMonitor::Beat() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
     lock.unlock();
-    try {
+    const absl::Status beat = NoThrow([&] {
       store_->add(Key("beat", rank_), 1);
-    } catch (const std::exception&) {
-      return;  // the store is gone; Explain reports it
-    }
+      return absl::OkStatus();
+    });
+    if (!beat.ok()) return;  // the store is gone; Explain reports it
     lock.lock();
     stop_cv_.wait_for(lock, options_.heartbeat, [this] { return stop_; });
   }
@@ -53,11 +55,11 @@ void RankMonitor::Beat() {
 
 int64_t RankMonitor::Arrive() {
   ++arrivals_;
-  try {
+  // A store that fails here fails Explain too, which says so.
+  (void)NoThrow([&] {
     store_->add(Key("arrive", rank_), 1);
-  } catch (const std::exception&) {
-    // A store that fails here fails Explain too, which says so.
-  }
+    return absl::OkStatus();
+  });
   return arrivals_;
 }
 
@@ -67,14 +69,15 @@ std::string RankMonitor::Explain() {
     for (int r = 0; r < world_size_; ++r) values[r] = store_->add(Key(kind, r), 0);
     return values;
   };
-  try {
+  auto explained = NoThrow([&]() -> absl::StatusOr<std::string> {
     // Marks this rank as one that saw the failure: when it exits afterwards
     // its peers do not mistake it for the rank that was lost.
     store_->add(Key("failed", rank_), 1);
+    // Arrivals as of the failure: a late rank may arrive while we watch.
+    const std::vector<int64_t> arrived = read_all("arrive");
     const std::vector<int64_t> before = read_all("beat");
     std::this_thread::sleep_for(options_.heartbeat * 3);
     const std::vector<int64_t> after = read_all("beat");
-    const std::vector<int64_t> arrived = read_all("arrive");
     const std::vector<int64_t> failed = read_all("failed");
     std::vector<int> gone, behind;
     for (int r = 0; r < world_size_; ++r) {
@@ -94,12 +97,12 @@ std::string RankMonitor::Explain() {
       parts.push_back(absl::StrCat(RankList(behind), " had not arrived at collective #", arrivals_));
     }
     return absl::StrJoin(parts, "; ");
-  } catch (const std::exception& e) {
-    if (options_.store_host_rank && *options_.store_host_rank != rank_) {
-      return absl::StrCat("rank ", *options_.store_host_rank, " is gone (the store it hosted stopped answering)");
-    }
-    return "the store stopped answering, so the missing ranks cannot be named";
+  });
+  if (explained.ok()) return *explained;
+  if (options_.store_host_rank && *options_.store_host_rank != rank_) {
+    return absl::StrCat("rank ", *options_.store_host_rank, " is gone (the store it hosted stopped answering)");
   }
+  return "the store stopped answering, so the missing ranks cannot be named";
 }
 
 std::shared_ptr<RankMonitor> RankMonitor::Of(const c10d::ProcessGroup& pg) {

@@ -3,7 +3,7 @@
 // A Gloo timeout says only "timed out"; a lost peer says "Connection closed
 // by peer [addr]". Neither says which rank. A monitor attached to a process
 // group keeps two counters per rank in the store the group was made on:
-//   arrivals -- bumped by every collective wait (WaitFor) before it waits, so
+//   arrivals -- bumped by every collective (RunCollective) before it waits, so
 //               the ranks whose count is below this rank's had not arrived;
 //   heartbeat -- bumped every `heartbeat` by a thread while the rank lives, so
 //               a rank whose count stands still is gone (killed, or its group

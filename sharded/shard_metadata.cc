@@ -91,12 +91,6 @@ absl::StatusOr<int64_t> CheckedNumElements(const std::vector<int64_t>& sizes) {
   return n;
 }
 
-int64_t ShardMetadata::NumElements() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-
 std::string ShardMetadata::ToString() const {
   return absl::StrCat("offsets ", ShapeToString(offsets), ", sizes ", ShapeToString(sizes), ", ",
                       placement.ToString());

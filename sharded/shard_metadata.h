@@ -15,20 +15,25 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sharded/box.h"
 #include "sharded/placement.h"
 
 namespace shardlight::sharded {
 
-struct ShardMetadata {
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> sizes;
+// A shard: its box of the global tensor and where it lives.
+struct ShardMetadata : Box {
+  ShardMetadata() = default;
+  ShardMetadata(Box box, Placement where) : Box(std::move(box)), placement(std::move(where)) {}
+  ShardMetadata(std::vector<int64_t> offsets, std::vector<int64_t> sizes, Placement where)
+      : Box{std::move(offsets), std::move(sizes)}, placement(std::move(where)) {}
+
   Placement placement;
 
-  int64_t NumElements() const;
   // "offsets [0, 4], sizes [2, 4], rank:1/cpu"
   std::string ToString() const;
   friend bool operator==(const ShardMetadata& a, const ShardMetadata& b) {
@@ -61,7 +66,7 @@ struct ShardedTensorMetadata {
   // Indices into `shards` of the shards placed on `rank`, in order.
   std::vector<int> ShardsOnRank(int rank) const;
   // Sizes, dtype, requires_grad and every shard as text: ranks compare its
-  // hash (StableHash in collectives.h) to confirm they agree on a layout.
+  // hash (stable_hash.h) to confirm they agree on a layout.
   std::string LayoutString() const;
 };
 

@@ -13,7 +13,7 @@ namespace {
 using ::testing::HasSubstr;
 
 ShardMetadata S(std::vector<int64_t> off, std::vector<int64_t> size, int rank) {
-  return ShardMetadata{std::move(off), std::move(size), Placement::Cpu(rank)};
+  return ShardMetadata{{std::move(off), std::move(size)}, Placement::Cpu(rank)};
 }
 
 ShardedTensorMetadata M(std::vector<int64_t> sizes, std::vector<ShardMetadata> shards) {

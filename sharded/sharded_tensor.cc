@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "sharded/agreement.h"
 #include "sharded/collectives.h"
+#include "sharded/stable_hash.h"
+#include "sharded/tensor_region.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::sharded {
@@ -52,8 +54,8 @@ absl::Status CheckLocalShard(const Shard& shard, const std::string& what, int ra
   return absl::OkStatus();
 }
 
-// --- The metadata each rank contributes to InitFromLocalShards, as text:
-//   "ok" | "error:<message>"
+// --- The metadata each rank contributes to InitFromLocalShards, as the
+// payload of its verdict (agreement.h carries errors):
 //   <global sizes>
 //   <dtype> <requires_grad> <layout> <memory_format>
 //   one line per shard: <offsets>;<sizes>;<placement>
@@ -70,10 +72,9 @@ bool SplitInts(absl::string_view text, std::vector<int64_t>* out) {
   return true;
 }
 
-std::string EncodeLocal(const absl::Status& local_error, const std::vector<int64_t>& global_sizes,
-                        const TensorProperties& props, const std::vector<Shard>& shards) {
-  if (!local_error.ok()) return absl::StrCat("error:", local_error.message());
-  std::string out = absl::StrCat("ok\n", JoinInts(global_sizes), "\n", static_cast<int>(props.dtype), " ",
+std::string EncodeLocal(const std::vector<int64_t>& global_sizes, const TensorProperties& props,
+                        const std::vector<Shard>& shards) {
+  std::string out = absl::StrCat(JoinInts(global_sizes), "\n", static_cast<int>(props.dtype), " ",
                                  props.requires_grad ? 1 : 0, " ", static_cast<int>(props.layout), " ",
                                  static_cast<int>(props.memory_format), "\n");
   for (const Shard& s : shards) {
@@ -91,11 +92,12 @@ struct RankContribution {
 };
 
 absl::StatusOr<RankContribution> DecodeLocal(const std::string& text) {
-  std::vector<std::string> lines = absl::StrSplit(text, '\n', absl::SkipEmpty());
-  if (lines.size() < 3 || lines[0] != "ok") return absl::InternalError("malformed shard exchange payload");
+  std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  if (lines.size() < 3 || !lines.back().empty()) return absl::InternalError("malformed shard exchange payload");
+  lines.pop_back();
   RankContribution c;
-  if (!SplitInts(lines[1], &c.global_sizes)) return absl::InternalError("malformed global sizes");
-  std::vector<std::string> p = absl::StrSplit(lines[2], ' ');
+  if (!SplitInts(lines[0], &c.global_sizes)) return absl::InternalError("malformed global sizes");
+  std::vector<std::string> p = absl::StrSplit(lines[1], ' ');
   int v[4];
   if (p.size() != 4 || !absl::SimpleAtoi(p[0], &v[0]) || !absl::SimpleAtoi(p[1], &v[1]) ||
       !absl::SimpleAtoi(p[2], &v[2]) || !absl::SimpleAtoi(p[3], &v[3])) {
@@ -103,7 +105,7 @@ absl::StatusOr<RankContribution> DecodeLocal(const std::string& text) {
   }
   c.props = {static_cast<c10::ScalarType>(v[0]), v[1] != 0, static_cast<c10::Layout>(v[2]),
              static_cast<c10::MemoryFormat>(v[3])};
-  for (size_t i = 3; i < lines.size(); ++i) {
+  for (size_t i = 2; i < lines.size(); ++i) {
     std::vector<std::string> f = absl::StrSplit(lines[i], ';');
     ShardMetadata m;
     if (f.size() != 3 || !SplitInts(f[0], &m.offsets) || !SplitInts(f[1], &m.sizes)) {
@@ -119,11 +121,11 @@ absl::StatusOr<RankContribution> DecodeLocal(const std::string& text) {
 
 // Every shard of `metadata` as an exchange box; this rank's carry `local`'s
 // tensors (which are this rank's shards in metadata order).
-std::vector<Box> BoxesOf(const ShardedTensorMetadata& metadata, const std::vector<Shard>& local, int rank) {
-  std::vector<Box> boxes;
+std::vector<ExchangeBox> BoxesOf(const ShardedTensorMetadata& metadata, const std::vector<Shard>& local, int rank) {
+  std::vector<ExchangeBox> boxes;
   size_t next = 0;
   for (const ShardMetadata& m : metadata.shards) {
-    Box b{m.placement.rank, m.offsets, m.sizes, at::Tensor()};
+    ExchangeBox b{m, m.placement.rank, at::Tensor()};
     if (m.placement.rank == rank) b.tensor = local[next++].tensor;
     boxes.push_back(std::move(b));
   }
@@ -132,14 +134,14 @@ std::vector<Box> BoxesOf(const ShardedTensorMetadata& metadata, const std::vecto
 
 // Fills freshly allocated shards of `target` from `sources`, then wraps them.
 absl::StatusOr<ShardedTensor> ExchangeInto(c10d::ProcessGroup& pg, ShardedTensor::ProcessGroupPtr pg_ptr,
-                                           const std::vector<Box>& sources, ShardedTensorMetadata target,
-                                           std::optional<ShardingSpec> spec, ExchangeStats* stats) {
+                                           const std::vector<ExchangeBox>& sources, ShardedTensorMetadata target,
+                                           ExchangeStats* stats) {
   std::vector<Shard> shards = AllocateLocalShards(target, pg.getRank());
   SL_RETURN_IF_ERROR(
       ExchangeBoxes(pg, target.properties.dtype, sources, BoxesOf(target, shards, pg.getRank()), stats));
   for (Shard& s : shards) s.tensor.set_requires_grad(target.properties.requires_grad);
   return ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), std::move(target),
-                                                              std::move(pg_ptr), std::move(spec));
+                                                              std::move(pg_ptr));
 }
 
 }  // namespace
@@ -160,8 +162,7 @@ std::vector<Shard> AllocateLocalShards(const ShardedTensorMetadata& metadata, in
 }
 
 absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShardsAndGlobalMetadata(
-    std::vector<Shard> local_shards, ShardedTensorMetadata metadata, ProcessGroupPtr pg,
-    std::optional<ShardingSpec> spec) {
+    std::vector<Shard> local_shards, ShardedTensorMetadata metadata, ProcessGroupPtr pg) {
   if (!pg) return absl::InvalidArgumentError("no process group");
   SL_RETURN_IF_ERROR(metadata.Validate());
   const int rank = pg->getRank();
@@ -186,12 +187,7 @@ absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShardsAndGlobalMetadat
                                                      metadata.shards[mine[i]].ToString(), ")"));
     }
   }
-  ShardedTensor st;
-  st.metadata_ = std::move(metadata);
-  st.local_shards_ = std::move(local_shards);
-  st.pg_ = std::move(pg);
-  st.spec_ = std::move(spec);
-  return st;
+  return ShardedTensor(std::move(metadata), std::move(local_shards), std::move(pg));
 }
 
 absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShards(std::vector<Shard> local_shards,
@@ -211,15 +207,10 @@ absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShards(std::vector<Sha
     }
     local = CheckLocalShard(s, absl::StrCat("local shard ", i), rank, i == 0 ? nullptr : &props);
   }
-  // Step 2: every rank gets every rank's metadata (or error).
-  SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                      AllgatherStrings(*pg, EncodeLocal(local, global_sizes, props, local_shards)));
+  // Step 2: every rank gets every rank's metadata, or the first rank's error.
+  const Verdict mine{local, 0, local.ok() ? EncodeLocal(global_sizes, props, local_shards) : ""};
+  SL_ASSIGN_OR_RETURN(std::vector<std::string> all, AgreeAndGather(*pg, mine, {"InitFromLocalShards"}));
   // Step 3: the same checks, on the same data, on every rank.
-  for (int r = 0; r < pg->getSize(); ++r) {
-    if (absl::StartsWith(all[r], "error:")) {
-      return absl::InvalidArgumentError(absl::StrCat("rank ", r, ": ", all[r].substr(6)));
-    }
-  }
   std::vector<RankContribution> contributions;
   for (int r = 0; r < pg->getSize(); ++r) {
     SL_ASSIGN_OR_RETURN(RankContribution c, DecodeLocal(all[r]));
@@ -253,14 +244,20 @@ absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShards(std::vector<Sha
   }
   metadata.properties.memory_format = c10::MemoryFormat::Contiguous;
   SL_RETURN_IF_ERROR(metadata.Validate());
-  ShardedTensor st;
-  st.metadata_ = std::move(metadata);
-  st.local_shards_ = std::move(local_shards);
-  st.pg_ = std::move(pg);
-  return st;
+  return ShardedTensor(std::move(metadata), std::move(local_shards), std::move(pg));
 }
 
-std::vector<Box> ShardedTensor::SourceBoxes() const {
+ShardedTensor ShardedTensor::ZerosLike(bool requires_grad) const {
+  std::vector<Shard> shards;
+  for (const Shard& s : local_shards_) {
+    shards.push_back({at::zeros_like(s.tensor).detach().set_requires_grad(requires_grad), s.metadata});
+  }
+  ShardedTensorMetadata metadata = metadata_;
+  metadata.properties.requires_grad = requires_grad;
+  return ShardedTensor(std::move(metadata), std::move(shards), pg_);
+}
+
+std::vector<ExchangeBox> ShardedTensor::SourceBoxes() const {
   return BoxesOf(metadata_, local_shards_, pg_->getRank());
 }
 
@@ -270,9 +267,9 @@ absl::StatusOr<std::optional<at::Tensor>> ShardedTensor::Gather(int dst) const {
     verdict = absl::InvalidArgumentError(
         absl::StrCat("gather destination rank ", dst, " is outside the group of ", pg_->getSize()));
   }
-  SL_RETURN_IF_ERROR(AgreeOn(*pg_, verdict, "gather destination"));
+  SL_RETURN_IF_ERROR(AgreeOn(*pg_, verdict, {"gather", "gather destination"}));
   std::optional<at::Tensor> full;
-  Box dest{dst, std::vector<int64_t>(sizes().size(), 0), sizes(), at::Tensor()};
+  ExchangeBox dest{Box::Whole(sizes()), dst, at::Tensor()};
   if (pg_->getRank() == dst) {
     full = at::empty(sizes(), OptionsFor(metadata_.properties));
     dest.tensor = *full;
@@ -329,16 +326,16 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
   std::vector<at::Tensor> in = {bytes(mine)};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < w; ++r) out[0].push_back(bytes(slots.narrow(0, r * slot, slot)));
-  SL_RETURN_IF_ERROR(WaitFor(*pg_, pg_->allgather(out, in), "allgather"));
+  SL_RETURN_IF_ERROR(RunCollective(*pg_, "allgather", [&] { return pg_->allgather(out, in); }));
   if (in_place) return slots.narrow(0, 0, total).view(sizes());
   // Step 3: otherwise copy each shard out of its owner's slot.
   at::Tensor full = at::empty(sizes(), options);
-  const std::vector<int64_t> origin(sizes().size(), 0);
+  const Box whole = Box::Whole(sizes());
   std::vector<int64_t> cursor(w, 0);
   for (const ShardMetadata& m : metadata_.shards) {
     const int r = m.placement.rank;
     const int64_t n = m.NumElements();
-    RegionView(full, origin, m.offsets, m.sizes).copy_(slots.narrow(0, r * slot + cursor[r], n).view(m.sizes));
+    RegionView(full, whole, m).copy_(slots.narrow(0, r * slot + cursor[r], n).view(m.sizes));
     cursor[r] += n;
   }
   return full;
@@ -346,8 +343,8 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
 
 absl::StatusOr<ShardedTensor> ShardedTensor::Reshard(const ShardingSpec& spec, ExchangeStats* stats) const {
   absl::StatusOr<ShardedTensorMetadata> target = BuildMetadata(spec, sizes(), metadata_.properties, pg_->getSize());
-  SL_RETURN_IF_ERROR(AgreeOn(*pg_, LayoutHash(target), "reshard target layout"));
-  return ExchangeInto(*pg_, pg_, SourceBoxes(), *std::move(target), spec, stats);
+  SL_RETURN_IF_ERROR(AgreeOn(*pg_, LayoutHash(target), {"reshard", "reshard target layout"}));
+  return ExchangeInto(*pg_, pg_, SourceBoxes(), *std::move(target), stats);
 }
 
 absl::StatusOr<ShardedTensor> ShardedTensor::Scatter(const at::Tensor& full, int src, const ShardingSpec& spec,
@@ -372,12 +369,11 @@ absl::StatusOr<ShardedTensor> ShardedTensor::Scatter(const at::Tensor& full, int
     }
   }
   absl::StatusOr<uint64_t> verdict = LayoutHash(target);
-  if (verdict.ok()) verdict = *verdict ^ StableHash(absl::StrCat("src ", src));
-  SL_RETURN_IF_ERROR(AgreeOn(*pg, verdict, "scatter source and target layout"));
-  Box source{src, std::vector<int64_t>(global_sizes.size(), 0), global_sizes,
-             pg->getRank() == src ? full : at::Tensor()};
+  if (verdict.ok()) verdict = StableHash(absl::StrCat("src ", src), *verdict);
+  SL_RETURN_IF_ERROR(AgreeOn(*pg, verdict, {"scatter", "scatter source and target layout"}));
+  ExchangeBox source{Box::Whole(global_sizes), src, pg->getRank() == src ? full : at::Tensor()};
   c10d::ProcessGroup& group = *pg;
-  return ExchangeInto(group, std::move(pg), {source}, *std::move(target), spec, nullptr);
+  return ExchangeInto(group, std::move(pg), {source}, *std::move(target), nullptr);
 }
 
 }  // namespace shardlight::sharded

@@ -6,13 +6,23 @@
 // the factories in factories.h) must be called by every rank of the group;
 // they return the same error on every rank for inconsistent input, and
 // Unavailable naming the collective when the group fails (a peer died, a
-// timeout) -- never a hang beyond the group's timeout.
+// timeout) -- never a hang beyond the group's timeout. Each of them first
+// agrees on a verdict (agreement.h) and then moves data (box_exchange.h).
+//
+// Invariants, held by construction: a ShardedTensor always has a process
+// group, validated metadata, and exactly this rank's shards of it, in
+// metadata order, each a tensor of its box's sizes and the tensor's dtype.
+// The only ways to make one are the static constructors below, the factories
+// and Reshard; the shard list is read-only. Shard *values* are written in
+// place through each Shard::tensor (a handle sharing the shard's storage:
+// copy_, in-place ops); its layout cannot change.
 #ifndef SHARDLIGHT_SHARDED_SHARDED_TENSOR_H_
 #define SHARDLIGHT_SHARDED_SHARDED_TENSOR_H_
 
 #include <ATen/ATen.h>
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -45,11 +55,9 @@ class ShardedTensor {
 
   // No communication: checks `metadata` (Validate, ranks within the group)
   // and that this rank's shards are exactly its shards in `metadata`, in
-  // order; trusts the caller that the other ranks agree. `spec` is recorded
-  // when the metadata came from one.
+  // order; trusts the caller that the other ranks agree.
   static absl::StatusOr<ShardedTensor> InitFromLocalShardsAndGlobalMetadata(
-      std::vector<Shard> local_shards, ShardedTensorMetadata metadata, ProcessGroupPtr pg,
-      std::optional<ShardingSpec> spec = std::nullopt);
+      std::vector<Shard> local_shards, ShardedTensorMetadata metadata, ProcessGroupPtr pg);
 
   // Collective. Shards `full` (significant on `src` only; ignored elsewhere)
   // by `spec`. Only the bytes each rank owns are sent to it.
@@ -59,16 +67,15 @@ class ShardedTensor {
                                                const TensorProperties& properties,
                                                ProcessGroupPtr pg);
 
-  ShardedTensor() = default;
-
   const std::vector<Shard>& local_shards() const { return local_shards_; }
-  std::vector<Shard>& local_shards() { return local_shards_; }
   const ShardedTensorMetadata& metadata() const { return metadata_; }
   const std::vector<int64_t>& sizes() const { return metadata_.sizes; }
   c10::ScalarType dtype() const { return metadata_.properties.dtype; }
-  // The spec the tensor was built from, if it was built from one.
-  const std::optional<ShardingSpec>& sharding_spec() const { return spec_; }
   const ProcessGroupPtr& process_group() const { return pg_; }
+
+  // No communication: the same layout and group, zero values, with the given
+  // requires_grad (e.g. an optimizer's state for this tensor).
+  ShardedTensor ZerosLike(bool requires_grad) const;
 
   // Collective. The full tensor on rank `dst`; std::nullopt on other ranks.
   absl::StatusOr<std::optional<at::Tensor>> Gather(int dst) const;
@@ -79,16 +86,18 @@ class ShardedTensor {
   absl::StatusOr<ShardedTensor> Reshard(const ShardingSpec& spec, ExchangeStats* stats = nullptr) const;
 
  private:
+  ShardedTensor(ShardedTensorMetadata metadata, std::vector<Shard> local_shards, ProcessGroupPtr pg)
+      : metadata_(std::move(metadata)), local_shards_(std::move(local_shards)), pg_(std::move(pg)) {}
+
   // This rank's shards as exchange sources; every other shard without data.
-  std::vector<Box> SourceBoxes() const;
+  std::vector<ExchangeBox> SourceBoxes() const;
 
   ShardedTensorMetadata metadata_;
   std::vector<Shard> local_shards_;
   ProcessGroupPtr pg_;
-  std::optional<ShardingSpec> spec_;
 };
 
-// The verdict AgreeOn (collectives.h) compares: the layout's hash, or its error.
+// The verdict AgreeOn (agreement.h) compares: the layout's hash, or its error.
 absl::StatusOr<uint64_t> LayoutHash(const absl::StatusOr<ShardedTensorMetadata>& metadata);
 
 // Uninitialised tensors for every shard of `metadata` placed on `rank`.

@@ -25,13 +25,6 @@ std::vector<std::pair<int64_t, int64_t>> ChunkRanges(int64_t n, int64_t chunks) 
   return ranges;
 }
 
-std::string DescribeSpec(const ShardingSpec& spec) {
-  if (const auto* chunk = std::get_if<ChunkShardingSpec>(&spec)) {
-    return absl::StrCat("chunk(dim=", chunk->dim, ", ", chunk->placements.size(), " placements)");
-  }
-  return absl::StrCat("enumerable(", std::get<EnumerableShardingSpec>(spec).shards.size(), " shards)");
-}
-
 absl::StatusOr<ShardedTensorMetadata> BuildMetadata(const ShardingSpec& spec,
                                                     const std::vector<int64_t>& sizes,
                                                     const TensorProperties& properties,

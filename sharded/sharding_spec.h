@@ -44,9 +44,6 @@ absl::StatusOr<ShardedTensorMetadata> BuildMetadata(const ShardingSpec& spec,
                                                     const TensorProperties& properties,
                                                     int world_size);
 
-// A short human description: "chunk(dim=0, 4 placements)" / "enumerable(7 shards)".
-std::string DescribeSpec(const ShardingSpec& spec);
-
 }  // namespace shardlight::sharded
 
 #endif  // SHARDLIGHT_SHARDED_SHARDING_SPEC_H_

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "sharded/box_exchange.h"
+#include "sharded/tensor_region.h"
 
 namespace shardlight::sharded::testing {
 namespace {
@@ -95,10 +95,10 @@ at::Tensor ReferenceTensor(const std::vector<int64_t>& sizes, c10::ScalarType dt
 
 std::vector<Shard> LocalShardsOf(const at::Tensor& reference, const ShardedTensorMetadata& metadata, int rank) {
   std::vector<Shard> shards;
-  const std::vector<int64_t> origin(reference.dim(), 0);
+  const Box whole = Box::Whole(reference.sizes().vec());
   for (int i : metadata.ShardsOnRank(rank)) {
     const ShardMetadata& m = metadata.shards[i];
-    shards.push_back({RegionView(reference, origin, m.offsets, m.sizes).clone(), m});
+    shards.push_back({RegionView(reference, whole, m).clone(), m});
   }
   return shards;
 }

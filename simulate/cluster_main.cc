@@ -12,7 +12,7 @@
 #include "simulate/fault_plan.h"
 #include "simulate/scenario.h"
 #include "simulate/simulated_cluster.h"
-#include "simulate/strict_flags.h"
+#include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(int, world_size, 4, "number of thread-ranks, 1..64");
 ABSL_FLAG(std::string, scenario, "train", "which scenario to run (see --help)");
@@ -95,6 +95,6 @@ int main(int argc, char** argv) {
                    "  bazel run //simulate:cluster -- --world_size=4 --scenario=NAME\n"
                    "Scenarios:",
                    shardlight::simulate::ScenarioList()));
-  shardlight::simulate::ParseFlagsOrExit(argc, argv);
+  shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
   return shardlight::simulate::Main();
 }

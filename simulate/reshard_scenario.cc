@@ -1,12 +1,13 @@
 #include "simulate/reshard_scenario.h"
 
 #include <iomanip>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "lightning/state_dict_hooks.h"
-#include "sharded/box_exchange.h"
+#include "sharded/box.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/factories.h"
 #include "simulate/embedding_mlp.h"
@@ -23,16 +24,12 @@ using sharded::ShardingSpec;
 int64_t LeavingElements(const sharded::ShardedTensorMetadata& from, const sharded::ShardedTensorMetadata& to,
                         int rank) {
   int64_t kept = 0, owned = 0;
-  std::vector<int64_t> off, size;
   for (const auto& a : from.shards) {
     if (a.placement.rank != rank) continue;
     owned += a.NumElements();
     for (const auto& b : to.shards) {
-      if (b.placement.rank == rank && sharded::Intersect(a.offsets, a.sizes, b.offsets, b.sizes, &off, &size)) {
-        int64_t n = 1;
-        for (int64_t s : size) n *= s;
-        kept += n;
-      }
+      if (b.placement.rank != rank) continue;
+      if (std::optional<sharded::Box> both = sharded::Intersect(a, b)) kept += both->NumElements();
     }
   }
   return owned - kept;

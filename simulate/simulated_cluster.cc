@@ -4,15 +4,13 @@
 #include <sys/resource.h>
 
 #include <atomic>
-#include <exception>
 #include <mutex>
 #include <string>
-#include <stdexcept>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include <c10/util/Exception.h>
+#include "sharded/no_throw.h"
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -34,14 +32,6 @@ void RaiseOpenFileLimit() {
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
   }
-}
-
-// c10::Error::what() carries a C++ backtrace; the first line is the message.
-std::string DescribeException(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) {
-    return c10_error->what_without_backtrace();
-  }
-  return e.what();
 }
 
 }  // namespace
@@ -110,15 +100,14 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
     std::unique_ptr<sharded::RankMonitor::Attachment> monitor;
     ctx.rank = rank;
     ctx.world_size = world_size_;
-    absl::Status status;
-    try {
+    absl::Status status = sharded::NoThrow([&]() -> absl::Status {
       sharded::GlooGroupOptions options;
       options.timeout = options_.collective_timeout;
       options.device = shared_->device;
       options.threads = options_.threads_per_rank;
       auto pg = sharded::MakeGlooGroup(c10::make_intrusive<c10d::PrefixStore>("pg/", run_store), rank, world_size_,
                                        options);
-      if (!pg.ok()) throw std::runtime_error(std::string(pg.status().message()));
+      if (!pg.ok()) return pg.status();
       ctx.pg = *pg;
       // Names the ranks behind a failed collective (see rank_monitor.h).
       monitor = sharded::RankMonitor::Attach(
@@ -128,12 +117,8 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
       // whose body needs no communication can close its group while a peer
       // is still handshaking ("Connection closed by peer").
       ctx.pg->barrier()->wait();
-      status = body(ctx);
-    } catch (const std::exception& e) {
-      status = absl::InternalError(DescribeException(e));
-    } catch (...) {
-      status = absl::UnknownError("non-standard exception");
-    }
+      return body(ctx);
+    });
     if (!status.ok()) record_failure(rank, std::move(status));
     // Dropping the group closes this rank's connections: peers still waiting
     // on it fail now rather than at the collective timeout; its heartbeat stops.

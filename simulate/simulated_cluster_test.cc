@@ -145,7 +145,7 @@ TEST(SimulatedClusterTest, ThrowingRankFailsRunQuicklyAndClusterIsReusable) {
   });
   const auto elapsed = std::chrono::steady_clock::now() - start;
   EXPECT_FALSE(status.ok());
-  EXPECT_THAT(std::string(status.message()), HasSubstr("rank 2: injected failure at step 1"));
+  EXPECT_THAT(std::string(status.message()), HasSubstr("rank 2: exception: injected failure at step 1"));
   EXPECT_EQ(FailedRank(status), 2);
   EXPECT_LT(elapsed, std::chrono::seconds(20)) << "peers waited for the collective timeout";
 

@@ -8,7 +8,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "sharded/collectives.h"
+#include "sharded/stable_hash.h"
 #include "lightning/trainer.h"
 #include "simulate/simulated_cluster.h"
 

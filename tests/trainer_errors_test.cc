@@ -6,8 +6,11 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
+#include <utility>
 
 #include "lightning/trainer.h"
+#include "sharded/status_macros.h"
 #include "simulate/embedding_mlp.h"
 #include "simulate/simulated_cluster.h"
 
@@ -66,7 +69,7 @@ std::vector<std::string> FitErrors(int w, lightning::TrainerOptions options) {
 
 TEST(TrainerErrorsTest, ModuleWithoutTrainingStep) {
   for (const std::string& e : FitErrors<Untrained>(2, {})) {
-    EXPECT_THAT(e, HasSubstr("UNIMPLEMENTED: rank 0: Untrained does not override LightningModule::TrainingStep"));
+    EXPECT_THAT(e, HasSubstr("UNIMPLEMENTED: training step 0 failed on rank 0: Untrained does not override LightningModule::TrainingStep"));
   }
 }
 
@@ -83,8 +86,130 @@ TEST(TrainerErrorsTest, OneRanksFailedStepFailsEveryRankTheSameWay) {
   const auto errors = FitErrors<FailsOnRankOne>(3, options);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   ASSERT_EQ(errors.size(), 3u);
-  for (const std::string& e : errors) EXPECT_EQ(e, "DATA_LOSS: rank 1: bad batch on rank 1");
+  for (const std::string& e : errors) EXPECT_EQ(e, "DATA_LOSS: training step 2 failed on rank 1: bad batch on rank 1 (1 other rank failed too)");
 }
+
+// --- Every kind of user code fails every rank with the failing rank's error,
+// at several world sizes, well before any collective timeout.
+
+// Data whose GetBatch throws on one rank at step 1.
+class ThrowingData : public lightning::DataSource {
+ public:
+  ThrowingData(int rank, int bad_rank) : rank_(rank), bad_rank_(bad_rank), inner_(96, 8, 1) {}
+  lightning::Batch GetBatch(int64_t step) const override {
+    if (rank_ == bad_rank_ && step == 1) throw std::runtime_error("no batch here");
+    return inner_.GetBatch(step);
+  }
+
+ private:
+  int rank_, bad_rank_;
+  simulate::SyntheticRegression inner_;
+};
+
+// An optimizer that fails on one rank at its second step.
+class FailingOptimizer : public lightning::Optimizer {
+ public:
+  FailingOptimizer(lightning::Trainables t, bool fails) : Optimizer(std::move(t)), fails_(fails) {}
+  void Step() override {
+    if (fails_ && ++steps_ == 2) throw std::runtime_error("optimizer blew up");
+  }
+  absl::Status AddStateTo(sharded::StateDict&, const std::string&) override { return absl::OkStatus(); }
+
+ private:
+  bool fails_;
+  int steps_ = 0;
+};
+
+struct FailingOptimizerModule : simulate::EmbeddingMlp {
+  absl::Status ConfigureShardedModel(const lightning::ShardedContext& ctx) override {
+    rank = ctx.rank;
+    last = ctx.world_size - 1;
+    return EmbeddingMlp::ConfigureShardedModel(ctx);
+  }
+  absl::StatusOr<std::unique_ptr<lightning::Optimizer>> ConfigureOptimizers() override {
+    return std::unique_ptr<lightning::Optimizer>(new FailingOptimizer(lightning::TrainablesOf(*this), rank == last));
+  }
+  int rank = 0, last = 0;
+};
+
+// Fails after its sharded members exist (so no peer is left in a factory).
+struct FailingConfigure : simulate::EmbeddingMlp {
+  absl::Status ConfigureShardedModel(const lightning::ShardedContext& ctx) override {
+    SL_RETURN_IF_ERROR(EmbeddingMlp::ConfigureShardedModel(ctx));
+    if (ctx.rank == ctx.world_size - 1) return absl::FailedPreconditionError("no GPU on this rank");
+    return absl::OkStatus();
+  }
+};
+
+class FailingCallback : public lightning::Callback {
+ public:
+  explicit FailingCallback(bool fails) : fails_(fails) {}
+  absl::Status OnStepEnd(const lightning::TrainState&, int64_t step, double) override {
+    if (fails_ && step == 2) return absl::AbortedError("callback said stop");
+    return absl::OkStatus();
+  }
+  absl::Status OnTrainStart(const lightning::TrainState&) override {
+    if (throw_at_start_) throw std::logic_error("start hook threw");
+    return absl::OkStatus();
+  }
+  bool throw_at_start_ = false;
+
+ private:
+  bool fails_;
+};
+
+enum class Failing { kData, kOptimizer, kConfigure, kStepEndCallback, kStartCallback };
+
+std::vector<std::string> SymmetricFitErrors(int w, Failing what) {
+  SimulatedCluster cluster(w);
+  lightning::TrainerOptions options;
+  options.max_steps = 4;
+  options.probe_timeout = std::chrono::seconds(60);  // the agreement, not a timeout, must end it
+  auto errors = cluster.Run([&](RankContext& ctx) -> std::string {
+    const bool bad = ctx.rank == w - 1;
+    auto callback = std::make_shared<FailingCallback>(bad && what == Failing::kStepEndCallback);
+    callback->throw_at_start_ = bad && what == Failing::kStartCallback;
+    lightning::Trainer trainer(options, {callback});
+    ThrowingData data(ctx.rank, what == Failing::kData ? w - 1 : -1);
+    absl::StatusOr<lightning::FitResult> fit;
+    if (what == Failing::kOptimizer) {
+      FailingOptimizerModule module;
+      fit = trainer.Fit(module, data, ctx.pg);
+    } else if (what == Failing::kConfigure) {
+      FailingConfigure module;
+      fit = trainer.Fit(module, data, ctx.pg);
+    } else {
+      simulate::EmbeddingMlp module;
+      fit = trainer.Fit(module, data, ctx.pg);
+    }
+    return fit.ok() ? "" : fit.status().ToString();
+  });
+  EXPECT_TRUE(errors.ok()) << errors.status();
+  return errors.ok() ? *errors : std::vector<std::string>();
+}
+
+class SymmetricFailureTest : public ::testing::TestWithParam<int> {};
+
+TEST_P(SymmetricFailureTest, EveryKindOfUserCodeFailsEveryRankAlike) {
+  const int w = GetParam();
+  const std::string last = std::to_string(w - 1);
+  const std::pair<Failing, std::string> cases[] = {
+      {Failing::kData, "INTERNAL: training step 1 failed on rank " + last + ": exception: no batch here"},
+      {Failing::kOptimizer, "INTERNAL: optimizer step 1 failed on rank " + last + ": exception: optimizer blew up"},
+      {Failing::kConfigure, "FAILED_PRECONDITION: configure failed on rank " + last + ": no GPU on this rank"},
+      {Failing::kStepEndCallback, "ABORTED: OnStepEnd failed on rank " + last + ": callback said stop"},
+      {Failing::kStartCallback, "INTERNAL: OnTrainStart failed on rank " + last + ": exception: start hook threw"},
+  };
+  for (const auto& [what, expected] : cases) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto errors = SymmetricFitErrors(w, what);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << expected;
+    ASSERT_EQ(errors.size(), static_cast<size_t>(w));
+    for (const std::string& e : errors) EXPECT_EQ(e, expected);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, SymmetricFailureTest, ::testing::Values(1, 2, 4));
 
 TEST(TrainerErrorsTest, NullOptimizer) {
   for (const std::string& e : FitErrors<NoOptimizer>(2, {})) {

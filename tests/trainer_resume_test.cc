@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "lightning/trainer.h"
@@ -115,6 +117,67 @@ TEST(TrainerResumeTest, ResumeOnAnotherWorldSizeRestoresTheSavedState) {
   ASSERT_EQ((*continued)[0].losses.size(), 5u);
   for (int i = 0; i < 5; ++i) EXPECT_NEAR((*continued)[0].losses[i], (*straight)[0].losses[5 + i], 1e-4);
   EXPECT_TRUE(at::allclose((*continued)[0].table, (*straight)[0].table, 1e-4, 1e-5));
+}
+
+// A module whose own load hook counts the entries it sees; one rank's hook
+// may fail.
+struct HookedMlp : EmbeddingMlp {
+  explicit HookedMlp(bool hook_fails) {
+    AddLoadPreHook([this, hook_fails](torch::nn::Module&, sharded::StateDict& dict, const std::string&,
+                                      lightning::LoadReport&) -> absl::Status {
+      ++hook_calls;
+      entries_seen = static_cast<int>(dict.entries().size());
+      if (hook_fails) return absl::DataLossError("hook refused the state");
+      return absl::OkStatus();
+    });
+  }
+  int hook_calls = 0;
+  int entries_seen = 0;
+};
+
+absl::StatusOr<std::pair<int, int>> FitHooked(RankContext& ctx, int64_t max_steps, const std::string& dir,
+                                              bool hook_fails) {
+  HookedMlp module(hook_fails);
+  TrainerOptions options;
+  options.max_steps = max_steps;
+  options.seed = kSeed;
+  options.checkpoint_dir = dir;
+  SyntheticRegression data(96, 32, kSeed);
+  auto fit = Trainer(options).Fit(module, data, ctx.pg);
+  if (!fit.ok()) return fit.status();
+  return std::make_pair(module.hook_calls, module.entries_seen);
+}
+
+TEST(TrainerResumeTest, ResumeRunsTheModulesLoadHooksOnEveryRank) {
+  for (int w : {1, 2, 3}) {
+    const std::string dir = FreshDir(absl::StrCat("hooks_", w));
+    SimulatedCluster cluster(w);
+    auto first = cluster.Run([&](RankContext& ctx) { return FitHooked(ctx, 2, dir, false); });
+    ASSERT_TRUE(first.ok()) << first.status();
+    for (const auto& [calls, seen] : *first) EXPECT_EQ(calls, 0) << "no checkpoint yet, no load";
+    auto resumed = cluster.Run([&](RankContext& ctx) { return FitHooked(ctx, 3, dir, false); });
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    for (const auto& [calls, seen] : *resumed) {
+      EXPECT_EQ(calls, 1) << "W=" << w;
+      EXPECT_GT(seen, 0) << "the hook sees the model's entries";
+    }
+  }
+}
+
+TEST(TrainerResumeTest, OneRanksFailingLoadHookFailsTheResumeOnEveryRank) {
+  for (int w : {2, 3}) {
+    const std::string dir = FreshDir(absl::StrCat("failing_hook_", w));
+    SimulatedCluster cluster(w);
+    ASSERT_TRUE(cluster.Run([&](RankContext& ctx) { return FitHooked(ctx, 2, dir, false); }).ok());
+    auto errors = cluster.Run([&](RankContext& ctx) -> std::string {
+      auto fit = FitHooked(ctx, 3, dir, /*hook_fails=*/ctx.rank == w - 1);
+      return fit.ok() ? "" : fit.status().ToString();
+    });
+    ASSERT_TRUE(errors.ok()) << errors.status();
+    for (const std::string& e : *errors) {
+      EXPECT_EQ(e, absl::StrCat("DATA_LOSS: resume failed on rank ", w - 1, ": hook refused the state"));
+    }
+  }
 }
 
 }  // namespace

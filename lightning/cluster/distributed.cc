@@ -6,24 +6,18 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <exception>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sharded/no_throw.h"
 #include "sharded/process_groups.h"
-#include <c10/util/Exception.h>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace shardlight::lightning::cluster {
 namespace {
-
-std::string What(const std::exception& e) {
-  if (const auto* c10_error = dynamic_cast<const c10::Error*>(&e)) return c10_error->what_without_backtrace();
-  return e.what();
-}
 
 std::string Endpoint(const ProcessPlacement& p) { return absl::StrCat(p.master_addr, ":", p.master_port); }
 
@@ -37,22 +31,20 @@ absl::StatusOr<c10::intrusive_ptr<c10d::Store>> OpenStore(const ProcessPlacement
   // second it never connects): round up.
   store_options.timeout = std::max<std::chrono::milliseconds>(
       std::chrono::ceil<std::chrono::seconds>(o.rendezvous_timeout), std::chrono::seconds(1));
-  try {
-    c10::intrusive_ptr<c10d::Store> store = c10::make_intrusive<c10d::TCPStore>(p.master_addr, store_options);
-    if (p.store_mode == StoreMode::kAgentHosts) {
-      store = c10::make_intrusive<c10d::PrefixStore>(p.store_prefix, store);
-    }
-    return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::PrefixStore>("shardlight/", store));
-  } catch (const std::exception& e) {
-    if (store_options.isServer) {
-      return absl::UnavailableError(absl::StrCat("rank 0 could not serve the store on port ", p.master_port,
-                                                 " (is the port in use?): ", What(e)));
-    }
-    return absl::DeadlineExceededError(absl::StrCat(
-        "rank ", p.rank, " could not reach the store at ", Endpoint(p), " within ", store_options.timeout.count(),
-        " ms (is ", p.store_mode == StoreMode::kAgentHosts ? "the launcher" : "rank 0",
-        " running, and are MASTER_ADDR and MASTER_PORT right?): ", What(e)));
+  auto store = sharded::NoThrow([&]() -> absl::StatusOr<c10::intrusive_ptr<c10d::Store>> {
+    c10::intrusive_ptr<c10d::Store> tcp = c10::make_intrusive<c10d::TCPStore>(p.master_addr, store_options);
+    if (p.store_mode == StoreMode::kAgentHosts) tcp = c10::make_intrusive<c10d::PrefixStore>(p.store_prefix, tcp);
+    return c10::intrusive_ptr<c10d::Store>(c10::make_intrusive<c10d::PrefixStore>("shardlight/", tcp));
+  });
+  if (store.ok()) return store;
+  if (store_options.isServer) {
+    return absl::UnavailableError(absl::StrCat("rank 0 could not serve the store on port ", p.master_port,
+                                               " (is the port in use?): ", store.status().message()));
   }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "rank ", p.rank, " could not reach the store at ", Endpoint(p), " within ", store_options.timeout.count(),
+      " ms (is ", p.store_mode == StoreMode::kAgentHosts ? "the launcher" : "rank 0",
+      " running, and are MASTER_ADDR and MASTER_PORT right?): ", store.status().message()));
 }
 
 // Every rank announces itself and waits for all the others, bounded.
@@ -65,7 +57,7 @@ absl::Status Join(c10d::Store& store, const ProcessPlacement& p, std::chrono::mi
   const auto deadline = std::chrono::steady_clock::now() + timeout +
                         (hosts ? std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(2))
                                : std::chrono::milliseconds(0));
-  try {
+  const absl::Status joined = sharded::NoThrow([&]() -> absl::Status {
     store.set(keys[p.rank], std::vector<uint8_t>{1});
     while (!store.check(keys)) {
       if (std::chrono::steady_clock::now() >= deadline) {
@@ -80,11 +72,12 @@ absl::Status Join(c10d::Store& store, const ProcessPlacement& p, std::chrono::mi
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat(
-        "the store at ", Endpoint(p), p.store_mode == StoreMode::kRankZeroHosts ? " (served by rank 0)" : "",
-        " failed during the rendezvous: ", What(e)));
-  }
+    return absl::OkStatus();
+  });
+  if (joined.ok() || joined.code() == absl::StatusCode::kDeadlineExceeded) return joined;
+  return absl::UnavailableError(absl::StrCat(
+      "the store at ", Endpoint(p), p.store_mode == StoreMode::kRankZeroHosts ? " (served by rank 0)" : "",
+      " failed during the rendezvous: ", joined.message()));
   return absl::OkStatus();
 }
 
@@ -176,26 +169,27 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitDistributed(const Proces
   return ctx;
 }
 
-absl::Status DistributedContext::Leave() {
+absl::Status DistributedContext::Leave(std::optional<std::chrono::milliseconds> max_wait) {
   if (left_) return absl::OkStatus();
   left_ = true;
-  try {
+  const absl::Status left = sharded::NoThrow([&]() -> absl::Status {
     store_->add("leave", 1);
-    if (placement_.rank != 0) return absl::OkStatus();
-    const auto deadline = std::chrono::steady_clock::now() + options_.collective_timeout;
-    int64_t left = 0;
-    while ((left = store_->add("leave", 0)) < placement_.world_size) {
+    if (placement_.rank != 0 || placement_.store_mode != StoreMode::kRankZeroHosts) return absl::OkStatus();
+    const std::chrono::milliseconds wait = max_wait.value_or(options_.collective_timeout);
+    const auto deadline = std::chrono::steady_clock::now() + wait;
+    int64_t done = 0;
+    while ((done = store_->add("leave", 0)) < placement_.world_size) {
       if (std::chrono::steady_clock::now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat("rank 0 stopped waiting for the other ranks to finish after ",
-                                                        options_.collective_timeout.count(), " ms (",
-                                                        placement_.world_size - left, " still running)"));
+                                                        wait.count(), " ms (",
+                                                        placement_.world_size - done, " still running)"));
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("the store failed while leaving: ", What(e)));
-  }
-  return absl::OkStatus();
+    return absl::OkStatus();
+  });
+  if (left.ok() || left.code() == absl::StatusCode::kDeadlineExceeded) return left;
+  return absl::UnavailableError(absl::StrCat("the store failed while leaving: ", left.message()));
 }
 
 DistributedContext::~DistributedContext() {

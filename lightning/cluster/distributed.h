@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -48,9 +49,11 @@ class DistributedContext {
   const ProcessPlacement& placement() const { return placement_; }
   const c10::intrusive_ptr<c10d::ProcessGroup>& pg() const { return pg_; }
   const std::string& backend() const { return backend_; }
-  // Collective: every rank announces that it is done; rank 0 waits (up to the
-  // collective timeout) for the others before the store goes away.
-  absl::Status Leave();
+  // Every rank announces that it is done; rank 0, when it serves the store,
+  // waits for the others (up to `max_wait`, default the collective timeout)
+  // before the store goes away -- also after a failure, so that its peers can
+  // still read the store to name the rank that failed.
+  absl::Status Leave(std::optional<std::chrono::milliseconds> max_wait = std::nullopt);
 
  private:
   friend absl::StatusOr<std::unique_ptr<DistributedContext>> InitDistributed(const ProcessPlacement&,

@@ -44,7 +44,7 @@ TEST(Distributed, RanksJoinAndAllreduce) {
           return;
         }
         std::vector<at::Tensor> t = {at::full({4}, static_cast<float>(r + 1))};
-        results[r] = sharded::WaitFor(*(*ctx)->pg(), (*ctx)->pg()->allreduce(t), "allreduce");
+        results[r] = sharded::RunCollective(*(*ctx)->pg(), "allreduce", [&] { return (*ctx)->pg()->allreduce(t); });
         sums[r] = t[0][3].item<float>();
         if (results[r].ok()) results[r] = (*ctx)->Leave();
       });
@@ -64,7 +64,7 @@ TEST(Distributed, RendezvousTimeoutNamesTheMissingRanks) {
   for (int r = 0; r < 2; ++r) {  // ranks 2 and 3 of 4 never start
     threads.emplace_back([&, r] {
       DistributedOptions o;
-      o.rendezvous_timeout = std::chrono::milliseconds(700);
+      o.rendezvous_timeout = std::chrono::milliseconds(3000);
       results[r] = InitDistributed(Place(r, 4, port), o).status();
     });
   }

@@ -27,7 +27,7 @@ TEST(Nccl, ShardsOnTheGpuThroughAnNcclGroup) {
   EXPECT_EQ((*ctx)->backend(), "nccl");
   auto& pg = (*ctx)->pg();
   std::vector<at::Tensor> t = {at::ones({8}, at::TensorOptions().device("cuda:0"))};
-  ASSERT_TRUE(sharded::WaitFor(*pg, pg->allreduce(t), "allreduce").ok());
+  ASSERT_TRUE(sharded::RunCollective(*pg, "allreduce", [&] { return pg->allreduce(t); }).ok());
   EXPECT_EQ(t[0].sum().item<float>(), 8.0f);
   sharded::ChunkShardingSpec spec;
   spec.dim = 0;

@@ -6,7 +6,7 @@
 #include <functional>
 
 #include "absl/strings/str_cat.h"
-#include "sharded/box_exchange.h"
+#include "sharded/tensor_region.h"
 
 namespace shardlight::sharded::checkpoint::testing {
 namespace {
@@ -67,13 +67,12 @@ absl::StatusOr<StateDict> MakeState(const std::vector<TensorSpec>& specs, int sa
     auto meta = BuildMetadata(*t.spec, t.sizes, props, pg->getSize());
     if (!meta.ok()) return absl::InternalError(absl::StrCat(t.key, ": ", meta.status().message()));
     std::vector<Shard> shards;
-    const std::vector<int64_t> origin(t.sizes.size(), 0);
     for (int i : meta->ShardsOnRank(pg->getRank())) {
       const ShardMetadata& m = meta->shards[i];
-      at::Tensor values = RegionView(reference, origin, m.offsets, m.sizes).clone();
+      at::Tensor values = RegionView(reference, Box::Whole(t.sizes), m).clone();
       shards.push_back({salt >= 0 ? values : Sentinel(values), m});
     }
-    auto st = ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), *meta, pg, *t.spec);
+    auto st = ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), *meta, pg);
     if (!st.ok()) return absl::InternalError(absl::StrCat(t.key, ": ", st.status().message()));
     absl::Status s = state.Insert(t.key, *std::move(st));
     if (!s.ok()) return s;
@@ -98,9 +97,8 @@ absl::Status CheckState(const StateDict& state, int salt) {
     }
     const ShardedTensor& st = std::get<ShardedTensor>(value);
     const at::Tensor reference = KeyedReference(key, st.sizes(), st.dtype(), salt);
-    const std::vector<int64_t> origin(st.sizes().size(), 0);
     for (const Shard& s : st.local_shards()) {
-      if (!BitEqual(s.tensor, RegionView(reference, origin, s.metadata.offsets, s.metadata.sizes))) {
+      if (!BitEqual(s.tensor, RegionView(reference, Box::Whole(st.sizes()), s.metadata))) {
         return absl::InternalError(absl::StrCat("key '", key, "' shard (", s.metadata.ToString(), ") differs"));
       }
     }

@@ -9,7 +9,7 @@
 #include "sharded/checkpoint/block_checksums.h"
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/no_throw.h"
+#include "sharded/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/checkpoint/row_major_tiles.h"
 #include "sharded/checkpoint/safetensors.h"

@@ -14,7 +14,6 @@
 #include "sharded/checkpoint/file_names.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/checkpoint/row_major_tiles.h"
 #include "sharded/checkpoint/safetensors.h"
@@ -245,13 +244,13 @@ CheckpointIndex SmallIndex() {
   w.sharded = true;
   w.dtype = c10::ScalarType::Float;
   w.shape = {10, 4};
-  w.shards = {{{0, 0}, {5, 4}, 0, "data-g-r00000.safetensors", "w/shard-0", 208, 288, {1, 2}},
-              {{5, 0}, {5, 4}, 1, "data-g-r00001.safetensors", "w/shard-1", 208, 288, {3, 4}}};
+  w.shards = {{{{0, 0}, {5, 4}}, 0, "data-g-r00000.safetensors", "w/shard-0", 208, 288, {1, 2}},
+              {{{5, 0}, {5, 4}}, 1, "data-g-r00001.safetensors", "w/shard-1", 208, 288, {3, 4}}};
   IndexTensor b;
   b.key = "b";
   b.dtype = c10::ScalarType::Long;
   b.shape = {3};
-  b.shards = {{{0}, {3}, 0, "data-g-r00000.safetensors", "b", 288, 312, {0xdeadbeef}}};
+  b.shards = {{{{0}, {3}}, 0, "data-g-r00000.safetensors", "b", 288, 312, {0xdeadbeef}}};
   index.tensors = {w, b};
   index.Reindex();
   return index;
@@ -327,21 +326,6 @@ TEST(IndexTest, MalformedJsonIsAnErrorNotACrash) {
   EXPECT_THAT(std::string(ParseIndex(wrong_type, "i").status().message()), HasSubstr("world_size"));
   auto newer = ParseIndex(R"({"format":"shardlight.checkpoint","version":7,"anything":"new"})", "i");
   EXPECT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition);
-}
-
-TEST(NoThrowTest, ExceptionsBecomeStatusesWithoutBacktraces) {
-  absl::Status torch = NoThrow([]() -> absl::Status {
-    TORCH_CHECK(false, "boom");
-    return absl::OkStatus();
-  });
-  EXPECT_EQ(torch.code(), absl::StatusCode::kInternal);
-  EXPECT_EQ(torch.message(), "LibTorch error: boom");
-  absl::StatusOr<int> other = NoThrow([]() -> absl::StatusOr<int> { throw std::runtime_error("bad"); });
-  EXPECT_EQ(other.status().message(), "exception: bad");
-  absl::Status oom = NoThrow([]() -> absl::Status { throw std::bad_alloc(); });
-  EXPECT_EQ(oom.code(), absl::StatusCode::kResourceExhausted);
-  EXPECT_EQ(NoThrow([]() -> absl::Status { throw 3; }).message(), "exception of an unknown type");
-  EXPECT_EQ(*NoThrow([] { return absl::StatusOr<int>(7); }), 7);
 }
 
 TEST(RowMajorTilesTest, TilesCoverTheBoxInOrderWithinTheLimit) {

@@ -96,17 +96,11 @@ absl::StatusOr<IndexShard> DecodeShard(const Json& j, const std::string& what) {
 
 }  // namespace
 
-int64_t IndexShard::NumElements() const {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  return n;
-}
-
 ShardedTensorMetadata IndexTensor::Metadata() const {
   ShardedTensorMetadata m;
   m.sizes = shape;
   m.properties.dtype = dtype;
-  for (const IndexShard& s : shards) m.shards.push_back({s.offsets, s.sizes, Placement::Cpu(s.rank)});
+  for (const IndexShard& s : shards) m.shards.push_back({s, Placement::Cpu(s.rank)});
   return m;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sharded/box.h"
 #include "sharded/shard_metadata.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -40,17 +41,14 @@ struct IndexFile {
   int64_t header_bytes = 0;  // its safetensors header length N
 };
 
-struct IndexShard {
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> sizes;
+// A shard's box of the tensor and where its bytes are.
+struct IndexShard : Box {
   int rank = 0;       // owner at save
   std::string file;   // an IndexFile name
   std::string entry;  // the entry name in that file's header
   int64_t begin = 0;  // absolute byte range in the file
   int64_t end = 0;
   std::vector<uint32_t> block_crcs;  // CRC32C of each block_bytes block of [begin, end)
-
-  int64_t NumElements() const;
 };
 
 struct IndexTensor {

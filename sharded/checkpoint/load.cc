@@ -5,25 +5,24 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
-#include "sharded/box_exchange.h"
-#include "sharded/checkpoint/agreement.h"
+#include "sharded/box.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_reader.h"
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/entry_reader.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
+#include "sharded/agreement.h"
+#include "sharded/no_throw.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
 
 // A box of a destination tensor on this rank.
-struct Destination {
+struct Destination : Box {
   at::Tensor tensor;
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> sizes;
 };
 
 // One overlap of a checkpoint shard and a destination box.
@@ -33,8 +32,7 @@ struct ReadOp {
   const IndexShard* shard;
   const File* file;
   const Destination* dst;
-  std::vector<int64_t> offsets;  // the overlap, global coordinates
-  std::vector<int64_t> sizes;
+  Box region;  // the overlap, global coordinates
 };
 
 std::string DtypeLabel(c10::ScalarType dtype) {
@@ -53,18 +51,12 @@ absl::Status DestinationsOf(const std::string& key, const StateValue& value, con
     if (!dense->defined()) return absl::InvalidArgumentError(k + "the tensor to fill is undefined");
     dtype = dense->scalar_type();
     shape = dense->sizes().vec();
-    out->push_back({*dense, std::vector<int64_t>(shape.size(), 0), shape});
+    out->push_back({Box::Whole(shape), *dense});
   } else {
     const ShardedTensor& st = std::get<ShardedTensor>(value);
     dtype = st.dtype();
     shape = st.sizes();
-    for (const Shard& s : st.local_shards()) {
-      if (!s.tensor.defined() || s.tensor.sizes().vec() != s.metadata.sizes || s.tensor.scalar_type() != dtype) {
-        return absl::InvalidArgumentError(absl::StrCat(k, "local shard (", s.metadata.ToString(),
-                                                       ") does not match its tensor"));
-      }
-      out->push_back({s.tensor, s.metadata.offsets, s.metadata.sizes});
-    }
+    for (const Shard& s : st.local_shards()) out->push_back({s.metadata, s.tensor});
   }
   if (shape != saved.shape) {
     return absl::InvalidArgumentError(absl::StrCat(k, "shape mismatch: the checkpoint has ", ShapeToString(saved.shape),
@@ -110,22 +102,19 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   }
   // Pointers into `destinations` are taken only now that it stops growing.
   size_t key_index = 0;
-  std::vector<int64_t> off, size;
   for (const auto& entry : to_fill.entries()) {
     const std::string& key = entry.first;
     const IndexTensor& saved = *index.Find(key);
     for (size_t d = ranges[key_index].first; d < ranges[key_index].second; ++d) {
       const Destination& dst = (*destinations)[d];
-      int64_t volume = 1;
-      for (int64_t x : dst.sizes) volume *= x;
-      if (volume == 0) continue;
+      if (dst.NumElements() == 0) continue;
       for (const IndexShard& shard : saved.shards) {
         if (shard.NumElements() == 0) continue;
         // (A 0-d tensor's one element always intersects: empty boxes of no dims.)
-        if (!Intersect(shard.offsets, shard.sizes, dst.offsets, dst.sizes, &off, &size)) continue;
-        auto file = reader.OpenDataFile(shard.file, key);
-        if (!file.ok()) return file.status();
-        ops->push_back({&key, &saved, &shard, *file, &dst, off, size});
+        std::optional<Box> region = Intersect(shard, dst);
+        if (!region) continue;
+        SL_ASSIGN_OR_RETURN(const File* file, reader.OpenDataFile(shard.file, key));
+        ops->push_back({&key, &saved, &shard, file, &dst, *std::move(region)});
       }
     }
     ++key_index;
@@ -133,7 +122,8 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   // File order, then byte order: sequential reads, and tiles of one entry in
   // a row so their shared boundary blocks are read once.
   std::stable_sort(ops->begin(), ops->end(), [](const ReadOp& a, const ReadOp& b) {
-    return std::tie(a.shard->file, a.shard->begin, a.offsets) < std::tie(b.shard->file, b.shard->begin, b.offsets);
+    return std::tie(a.shard->file, a.shard->begin, a.region.offsets) <
+           std::tie(b.shard->file, b.shard->begin, b.region.offsets);
   });
   return absl::OkStatus();
 }
@@ -159,7 +149,7 @@ absl::Status Fail(const ReadOp& op, const absl::Status& s) {
 // Reads and checks every block the copies will need; writes nothing.
 absl::Status VerifyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops, EntryReader& entries) {
   for (const ReadOp& op : ops) {
-    absl::Status s = entries.Verify(reader.SourceOf(*op.tensor, *op.shard, op.file), op.offsets, op.sizes);
+    absl::Status s = entries.Verify(reader.SourceOf(*op.tensor, *op.shard, op.file), op.region.offsets, op.region.sizes);
     if (!s.ok()) return Fail(op, s);
   }
   return absl::OkStatus();
@@ -168,7 +158,7 @@ absl::Status VerifyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops,
 absl::Status CopyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops, EntryReader& entries) {
   for (const ReadOp& op : ops) {
     absl::Status s = entries.Copy(reader.SourceOf(*op.tensor, *op.shard, op.file), op.dst->tensor, op.dst->offsets,
-                                  op.offsets, op.sizes);
+                                  op.region.offsets, op.region.sizes);
     if (!s.ok()) return Fail(op, s);
   }
   return absl::OkStatus();

@@ -10,7 +10,7 @@
 #include "sharded/checkpoint/file_names.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/no_throw.h"
+#include "sharded/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/sharding_spec.h"
 

@@ -5,15 +5,17 @@
 #include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
-#include "sharded/checkpoint/agreement.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/data_file.h"
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/file_names.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
+#include "sharded/agreement.h"
+#include "sharded/no_throw.h"
+#include "sharded/stable_hash.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -48,18 +50,9 @@ std::string EntryNameOf(const std::string& key, int shard) {
   return shard < 0 ? key : absl::StrCat(key, "/shard-", shard);
 }
 
-void Mix(uint64_t& h, const std::string& text) {  // FNV-1a, 64-bit
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 0x100000001B3ull;
-  }
-  h ^= 0xFF;
-  h *= 0x100000001B3ull;
-}
-
 absl::StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int world) {
   LocalPlan plan;
-  plan.fingerprint = 0xCBF29CE484222325ull;
+  plan.fingerprint = kStableHashSeed;
   for (const auto& [key, value] : state_dict.entries()) {
     absl::Status s = ValidateKey(key);
     if (!s.ok()) return s;
@@ -70,8 +63,9 @@ absl::StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int w
         return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(dense->scalar_type()),
                                                        " cannot be checkpointed"));
       }
-      Mix(plan.fingerprint, absl::StrCat(key, "|dense|", c10::toString(dense->scalar_type()), "|",
-                                         ShapeToString(dense->sizes().vec())));
+      plan.fingerprint = StableHash(
+          absl::StrCat(key, "|dense|", c10::toString(dense->scalar_type()), "|", ShapeToString(dense->sizes().vec())),
+          plan.fingerprint);
       if (rank == 0) {  // dense tensors are written once
         plan.entries.push_back({key, *dense});
         plan.refs.emplace_back(key, -1);
@@ -84,27 +78,26 @@ absl::StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int w
       return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(m.properties.dtype),
                                                      " cannot be checkpointed"));
     }
-    Mix(plan.fingerprint, absl::StrCat(key, "|sharded|", c10::toString(m.properties.dtype), "|", ShapeToString(m.sizes)));
+    plan.fingerprint = StableHash(
+        absl::StrCat(key, "|sharded|", c10::toString(m.properties.dtype), "|", ShapeToString(m.sizes)),
+        plan.fingerprint);
     for (size_t i = 0; i < m.shards.size(); ++i) {
       if (m.shards[i].placement.rank >= world) {
         return absl::InvalidArgumentError(absl::StrCat(k, "shard ", i, " is placed on ", m.shards[i].placement.ToString(),
                                                        " but the process group has ", world, " ranks"));
       }
-      Mix(plan.fingerprint, m.shards[i].ToString());
+      plan.fingerprint = StableHash(m.shards[i].ToString(), plan.fingerprint);
+    }
+    // A ShardedTensor holds exactly its rank's shards, in metadata order:
+    // those of this rank when its group ranks like the save's.
+    if (st.process_group()->getRank() != rank) {
+      return absl::InvalidArgumentError(absl::StrCat(k, "the tensor is rank ", st.process_group()->getRank(),
+                                                     " of its process group but this rank saves as rank ", rank));
     }
     const std::vector<int> mine = m.ShardsOnRank(rank);
     const std::vector<Shard>& local = st.local_shards();
-    if (local.size() != mine.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(k, "this rank holds ", local.size(),
-                                                     " local shards; the metadata places ", mine.size(), " on it"));
-    }
     for (size_t i = 0; i < mine.size(); ++i) {
       const Shard& shard = local[i];
-      if (!(shard.metadata == m.shards[mine[i]]) || !shard.tensor.defined() ||
-          shard.tensor.sizes().vec() != shard.metadata.sizes || shard.tensor.scalar_type() != m.properties.dtype) {
-        return absl::InvalidArgumentError(absl::StrCat(k, "local shard ", i, " does not match shard ", mine[i],
-                                                       " of the metadata (", m.shards[mine[i]].ToString(), ")"));
-      }
       plan.entries.push_back({EntryNameOf(key, mine[i]), shard.tensor});
       plan.refs.emplace_back(key, mine[i]);
     }
@@ -189,8 +182,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
       t.dtype = dense->scalar_type();
       t.shape = dense->sizes().vec();
       IndexShard s;
-      s.offsets.assign(t.shape.size(), 0);
-      s.sizes = t.shape;
+      static_cast<Box&>(s) = Box::Whole(t.shape);
       s.rank = 0;
       absl::Status st = take(key, -1, &s);
       if (!st.ok()) return st;
@@ -202,8 +194,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
       t.shape = m.sizes;
       for (size_t i = 0; i < m.shards.size(); ++i) {
         IndexShard s;
-        s.offsets = m.shards[i].offsets;
-        s.sizes = m.shards[i].sizes;
+        static_cast<Box&>(s) = m.shards[i];
         s.rank = m.shards[i].placement.rank;
         absl::Status st = take(key, static_cast<int>(i), &s);
         if (!st.ok()) return st;
@@ -298,19 +289,13 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
     if (!plan.ok()) return plan.status();
     absl::Status s = MakeDirectories(dir);
     if (!s.ok()) return s;
-    proposal = absl::StrCat(plan->fingerprint, ":", rank == 0 ? NewGeneration() : "");
+    if (rank == 0) proposal = NewGeneration();
     return absl::OkStatus();
   });
-  auto step1 = AgreeAndGather(pg, mine, proposal, what);
-  if (!step1.ok()) return step1.status();
-  const std::string fingerprint0 = (*step1)[0].substr(0, (*step1)[0].find(':'));
-  for (int r = 1; r < world; ++r) {
-    if ((*step1)[r].substr(0, (*step1)[r].find(':')) != fingerprint0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, ": ranks disagree on the state dict (rank 0 and rank ", r,
-                                                     " have different keys, shapes, dtypes or shard layouts)"));
-    }
-  }
-  const std::string generation = (*step1)[0].substr((*step1)[0].find(':') + 1);
+  const AgreementContext context{what, "state dict (its keys, shapes, dtypes and shard layouts)"};
+  SL_ASSIGN_OR_RETURN(std::vector<std::string> step1,
+                      AgreeAndGather(pg, {mine, plan.ok() ? plan->fingerprint : 0, proposal}, context));
+  const std::string generation = step1[0];
 
   // Step 2: this rank's data file, under a temporary name, fsynced.
   const std::string temp = JoinPath(dir, TempDataFileName(generation, rank));
@@ -336,7 +321,7 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
   });
 
   // Step 3: ranks agree every file is durable and share their shard records.
-  auto records = AgreeAndGather(pg, mine, payload, what);
+  auto records = AgreeAndGather(pg, {mine, 0, payload}, context);
   if (!records.ok()) return records.status();
 
   // Step 4: each rank moves its file to its final name; still invisible, as

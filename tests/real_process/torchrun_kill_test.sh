@@ -17,7 +17,7 @@ note "uninterrupted 4-process run: digest $want"
 # 1. Kill rank 1 after the first checkpoint; torchrun restarts the group.
 ckpt="$work/restart"
 torchrun_job 4 --max_restarts=1 "$train_bin" --steps=$steps --seed=5 --checkpoint_dir="$ckpt" \
-  --checkpoint_every=4 --min_step_ms=150 >"$work/restart.out" 2>&1 &
+  --checkpoint_every=4 --min_step_ms=150 --timeout_ms=5000 >"$work/restart.out" 2>&1 &
 job=$!
 wait_for_file "$ckpt/index.json" 120 || fail "no checkpoint appeared: $(cat "$work/restart.out")"
 pid=$(worker_pid 1 "$ckpt") || fail "rank 1's process not found"

@@ -33,7 +33,7 @@
 #include "sharded/sharded_tensor.h"
 #include "sharded/sharding_spec.h"
 #include "simulate/simulated_cluster.h"
-#include "simulate/strict_flags.h"
+#include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(double, gib, 1.0, "GiB of sharded float32 state (0.001 .. 64)");
 ABSL_FLAG(int, tensors, 8, "number of tensors the state is split into");
@@ -459,6 +459,6 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("checkpoint_bench [--gib=1] [--dir=DIR]: sharded checkpoint vs plain file I/O");
-  shardlight::simulate::ParseFlagsOrExit(argc, argv);
+  shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
   return Run();
 }

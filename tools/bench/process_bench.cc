@@ -23,7 +23,7 @@
 #include "sharded/collectives.h"
 #include "sharded/factories.h"
 #include "simulate/simulated_cluster.h"
-#include "simulate/strict_flags.h"
+#include "tools/flags/strict_flags.h"
 #include "simulate/training_run.h"
 
 ABSL_FLAG(std::string, mode, "threads", "threads or process");
@@ -54,7 +54,7 @@ class StepClock : public lightning::Callback {
 
 double Ms(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
-absl::Status Barrier(c10d::ProcessGroup& pg) { return sharded::WaitFor(pg, pg.barrier(), "barrier"); }
+absl::Status Barrier(c10d::ProcessGroup& pg) { return sharded::RunCollective(pg, "barrier", [&] { return pg.barrier(); }); }
 
 template <typename F>
 absl::StatusOr<double> Timed(c10d::ProcessGroup& pg, F&& f) {
@@ -87,7 +87,7 @@ absl::StatusOr<Figures> Measure(c10::intrusive_ptr<c10d::ProcessGroup> pg, const
   std::vector<at::Tensor> in = {st->local_shards()[0].tensor};
   std::vector<std::vector<at::Tensor>> out(1);
   for (int r = 0; r < w; ++r) out[0].push_back(at::empty_like(in[0]));
-  auto raw = Timed(*pg, [&] { return sharded::WaitFor(*pg, pg->allgather(out, in), "allgather"); });
+  auto raw = Timed(*pg, [&] { return sharded::RunCollective(*pg, "allgather", [&] { return pg->allgather(out, in); }); });
   if (!raw.ok()) return raw.status();
   f.raw_ms = *raw;
 
@@ -165,7 +165,7 @@ int Main() {
 }  // namespace shardlight
 
 int main(int argc, char** argv) {
-  shardlight::simulate::ParseFlagsOrExit(argc, argv);
+  shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
   signal(SIGPIPE, SIG_IGN);
   return shardlight::Main();
 }

@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # W=4 real processes (torchrun) against W=4 thread-ranks on the same
 # measurements, then the time from a killed worker to the other processes'
-# exit. Usage: bash tools/bench/process_vs_threads.sh [DIR]
+# exit. Usage: bash tools/bench/process_vs_threads.sh [DIR] [-- bench flags]
+# (COMPILATION_MODE=fastbuild reuses a debug build instead of building -c opt.)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 dir=${1:-/var/tmp/shardlight-process-bench}
-bazel build -c opt //tools/bench:process_bench //tools/train >/dev/null
-bench=bazel-bin/tools/bench/process_bench
+shift || true
+[ "${1:-}" = "--" ] && shift
+bazel build -c "${COMPILATION_MODE:-opt}" //tools/bench:process_bench //tools/train >/dev/null 2>&1
+bench=$(realpath bazel-bin/tools/bench/process_bench)
 train=$(realpath bazel-bin/tools/train/train)
 rm -rf "$dir" && mkdir -p "$dir"
-tr_flags=(--standalone --nproc_per_node=4 --no_python --redirects=2 --tee=2 --log_dir="$dir/logs")
+tr_flags=(--nnodes=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:29411 --nproc_per_node=4 --no_python --redirects=2 --tee=2 --log_dir="$dir/logs")
 
-threads=$("$bench" --mode=threads --world_size=4 --dir="$dir/threads")
-procs=$(torchrun "${tr_flags[@]}" "$bench" --mode=process --dir="$dir/procs" 2>/dev/null | grep '^processes')
+threads=$("$bench" --mode=threads --world_size=4 --dir="$dir/threads" "$@")
+procs=$(torchrun "${tr_flags[@]}" "$bench" --mode=process --dir="$dir/procs" "$@" 2>/dev/null | grep '^processes')
 echo "$threads"
 echo "$procs"
 python3 - "$threads" "$procs" <<'PY'

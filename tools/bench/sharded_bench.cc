@@ -16,8 +16,9 @@
 #include "absl/flags/flag.h"
 #include "sharded/factories.h"
 #include "sharded/sharded_tensor.h"
+#include "sharded/tensor_region.h"
 #include "simulate/simulated_cluster.h"
-#include "simulate/strict_flags.h"
+#include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(int, world_size, 4, "ranks");
 ABSL_FLAG(int, mib, 256, "size of the full tensor in MiB");
@@ -91,8 +92,8 @@ std::vector<int64_t> ChangedOwnerElements(const sharded::ShardedTensorMetadata& 
                                           const sharded::ShardedTensorMetadata& to, int w) {
   auto owners = [](const sharded::ShardedTensorMetadata& m) {
     at::Tensor owner = at::full(m.sizes, -1, at::kInt);
-    const std::vector<int64_t> origin(m.sizes.size(), 0);
-    for (const auto& s : m.shards) sharded::RegionView(owner, origin, s.offsets, s.sizes).fill_(s.placement.rank);
+    const sharded::Box whole = sharded::Box::Whole(m.sizes);
+    for (const auto& s : m.shards) sharded::RegionView(owner, whole, s).fill_(s.placement.rank);
     return owner;
   };
   at::Tensor a = owners(from), b = owners(to);
@@ -148,7 +149,7 @@ int BenchReshard(int w, int64_t mib) {
 }  // namespace shardlight
 
 int main(int argc, char** argv) {
-  shardlight::simulate::ParseFlagsOrExit(argc, argv);
+  shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
   const int w = absl::GetFlag(FLAGS_world_size);
   const int mib = absl::GetFlag(FLAGS_mib);
   const int reps = absl::GetFlag(FLAGS_reps);

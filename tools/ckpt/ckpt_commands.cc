@@ -6,11 +6,12 @@
 #include <algorithm>
 #include <iomanip>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sharded/box_exchange.h"
+#include "sharded/box.h"
 #include "sharded/shard_metadata.h"
 #include "sharded/checkpoint/checkpoint_reader.h"
 #include "sharded/checkpoint/dtype_names.h"
@@ -242,12 +243,14 @@ absl::Status ConsolidateInto(CheckpointReader& reader, File& file, const Consoli
     s = sharded::checkpoint::ForEachRowMajorTile(
         t.shape, window_bytes / elem, [&](const std::vector<int64_t>& off, const std::vector<int64_t>& size) {
           at::Tensor tile = at::from_blob(window.get(), size, at::TensorOptions().dtype(t.dtype));
-          std::vector<int64_t> o, z;
+          const sharded::Box tile_box{off, size};
           for (const IndexShard& sh : t.shards) {
-            if (sh.NumElements() == 0 || !sharded::Intersect(sh.offsets, sh.sizes, off, size, &o, &z)) continue;
+            if (sh.NumElements() == 0) continue;
+            std::optional<sharded::Box> region = sharded::Intersect(sh, tile_box);
+            if (!region) continue;
             auto f = reader.OpenDataFile(sh.file, t.key);
             if (!f.ok()) return f.status();
-            absl::Status c = entries.Copy(reader.SourceOf(t, sh, *f), tile, off, o, z);
+            absl::Status c = entries.Copy(reader.SourceOf(t, sh, *f), tile, off, region->offsets, region->sizes);
             if (!c.ok()) return absl::Status(c.code(), absl::StrCat("key ", Quote(t.key), ": ", c.message()));
           }
           const int64_t n = tile.numel() * elem;

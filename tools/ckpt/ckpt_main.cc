@@ -14,7 +14,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
-#include "simulate/strict_flags.h"
+#include "tools/flags/strict_flags.h"
 #include "tools/ckpt/ckpt_commands.h"
 #include "tools/ckpt/interop_commands.h"
 
@@ -49,7 +49,7 @@ int UsageError(const std::string& message) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
-  std::vector<char*> args = shardlight::simulate::ParseFlagsOrExit(argc, argv);
+  std::vector<char*> args = shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
   const int buffer_mib = absl::GetFlag(FLAGS_buffer_mib);
   if (buffer_mib < 1 || buffer_mib > 4096) return UsageError("--buffer_mib must be in [1, 4096]");
   shardlight::tools::ckpt::ConsolidateOptions options;

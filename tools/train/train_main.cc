@@ -12,12 +12,15 @@
 // rank's line; rank 0 prints the job's.
 // Exit codes: 0 done, 1 the job failed (the error names the rank), 2 bad
 // flags or a bad launcher environment.
+#include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
@@ -25,7 +28,7 @@
 #include "lightning/cluster/distributed.h"
 #include "lightning/cluster/environment.h"
 #include "simulate/fault_plan.h"
-#include "simulate/strict_flags.h"
+#include "tools/flags/strict_flags.h"
 #include "simulate/training_run.h"
 
 ABSL_FLAG(int, steps, 20, "train until this many steps are done (a resume continues from its checkpoint), >= 1");
@@ -110,7 +113,10 @@ int Main() {
   }
   auto result = simulate::TrainRank(run, (*ctx)->pg());
   if (!result.ok()) {
-    std::cerr << "train: rank " << rank << ": " << result.status() << "\n";
+    std::cerr << "train: rank " << rank << ": " << result.status() << "\n" << std::flush;
+    // Rank 0 serves the store: it stays (bounded) until its peers have named
+    // the failing rank from it too.
+    (void)(*ctx)->Leave(std::min<std::chrono::milliseconds>(run.collective_timeout, std::chrono::seconds(10)));
     return 1;
   }
   const simulate::RankSummary& s = result->summary;
@@ -140,12 +146,42 @@ int Main() {
 }  // namespace
 }  // namespace shardlight::tools
 
+namespace shardlight::tools {
+namespace {
+
+// A launcher that sees one worker die stops the others with SIGTERM, often
+// before they have noticed the loss themselves. A rank that gets SIGTERM
+// keeps running for a bounded grace period -- its collectives fail within the
+// collective timeout once a peer is gone, and it then reports which rank was
+// lost -- and exits 143 if it is still running after that.
+void ExitOnSigtermAfterGrace(const sigset_t& terminate) {
+  std::thread([terminate] {
+    int signal_number = 0;
+    if (sigwait(&terminate, &signal_number) != 0) return;
+    const auto grace = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms)) + std::chrono::seconds(2);
+    std::cerr << "train: received SIGTERM; exiting within " << grace.count()
+              << " ms, after this rank's error (if any) is reported\n"
+              << std::flush;
+    std::this_thread::sleep_for(grace);
+    std::_Exit(128 + SIGTERM);
+  }).detach();
+}
+
+}  // namespace
+}  // namespace shardlight::tools
+
 int main(int argc, char** argv) {
+  // Before any thread exists, so every thread inherits the mask and only the
+  // grace thread receives SIGTERM.
+  sigset_t terminate;
+  sigemptyset(&terminate);
+  sigaddset(&terminate, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &terminate, nullptr);
   absl::SetProgramUsageMessage(
       "Runs one rank of the main job's training under torchrun, srun or mpirun.\n"
       "  torchrun --standalone --nproc_per_node=4 --no_python bazel-bin/tools/train/train --steps=10 "
       "--checkpoint_dir=DIR");
-  auto positional = shardlight::simulate::ParseFlagsOrExit(argc, argv);
+  auto positional = shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
   if (positional.size() > 1) {
     std::cerr << "train: unexpected argument '" << positional[1] << "'\n";
     return 2;
@@ -153,5 +189,6 @@ int main(int argc, char** argv) {
   // Gloo writes to peers that may have died; that must fail the write, not
   // kill this process.
   signal(SIGPIPE, SIG_IGN);
+  shardlight::tools::ExitOnSigtermAfterGrace(terminate);
   return shardlight::tools::Main();
 }

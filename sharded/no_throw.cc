@@ -1,4 +1,4 @@
-#include "sharded/checkpoint/no_throw.h"
+#include "sharded/no_throw.h"
 
 #include <c10/util/Exception.h>
 
@@ -7,7 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 
-namespace shardlight::sharded::checkpoint {
+namespace shardlight::sharded {
 
 absl::Status StatusFromCurrentException() {
   try {
@@ -23,4 +23,4 @@ absl::Status StatusFromCurrentException() {
   }
 }
 
-}  // namespace shardlight::sharded::checkpoint
+}  // namespace shardlight::sharded

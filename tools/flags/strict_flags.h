@@ -4,13 +4,13 @@
 // binaries promise exit code 2 for bad usage (1 means the job itself failed).
 // ParseFlagsOrExit checks every "--name=value" first, reports the bad one by
 // name, exits 2, and only then hands argv to Abseil.
-#ifndef SHARDLIGHT_SIMULATE_STRICT_FLAGS_H_
-#define SHARDLIGHT_SIMULATE_STRICT_FLAGS_H_
+#ifndef SHARDLIGHT_TOOLS_FLAGS_STRICT_FLAGS_H_
+#define SHARDLIGHT_TOOLS_FLAGS_STRICT_FLAGS_H_
 
 #include <string>
 #include <vector>
 
-namespace shardlight::simulate {
+namespace shardlight::tools::flags {
 
 // Returns the positional arguments (argv[0] first), as absl::ParseCommandLine.
 std::vector<char*> ParseFlagsOrExit(int argc, char** argv);
@@ -18,6 +18,6 @@ std::vector<char*> ParseFlagsOrExit(int argc, char** argv);
 // Exposed for tests: the error for one argument, or "" when it is acceptable.
 std::string CheckFlagArgument(const std::string& arg);
 
-}  // namespace shardlight::simulate
+}  // namespace shardlight::tools::flags
 
-#endif  // SHARDLIGHT_SIMULATE_STRICT_FLAGS_H_
+#endif  // SHARDLIGHT_TOOLS_FLAGS_STRICT_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "simulate/strict_flags.h"
+#include "tools/flags/strict_flags.h"
 
 #include <cstdlib>
 #include <iostream>
@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace shardlight::simulate {
+namespace shardlight::tools::flags {
 
 std::string CheckFlagArgument(const std::string& arg) {
   if (!absl::StartsWith(arg, "-") || arg == "-" || arg == "--") return "";
@@ -56,4 +56,4 @@ std::vector<char*> ParseFlagsOrExit(int argc, char** argv) {
   return absl::ParseCommandLine(argc, argv);
 }
 
-}  // namespace shardlight::simulate
+}  // namespace shardlight::tools::flags

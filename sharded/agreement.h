@@ -1,0 +1,58 @@
+// Cross-rank agreement: the one mechanism by which every collective entry
+// point (ShardedTensor, the checkpoint, the Trainer) turns each rank's local
+// outcome into one verdict that every rank returns. A rank with bad input or a
+// failed local phase thus fails its peers too, with its own error, instead of
+// leaving them in the next collective until a timeout.
+//
+// Each rank brings a Verdict: its status, a fingerprint of what it is about
+// to do (ranks must agree on it), and an optional payload gathered to every
+// rank. The verdict every rank returns is, in this order:
+//   - the lowest failing rank's error: its code, the message
+//     "<op> failed on rank R: <message>" (plus how many other ranks failed);
+//   - InvalidArgument "<op>: ranks disagree on the <subject>: rank 0 and
+//     rank R passed different values" when fingerprints differ;
+//   - OK, with every rank's payload in rank order.
+// If the exchange itself fails (a peer died, a timeout): a rank that had
+// failed returns its own error in the form above (it is the root cause), any
+// other rank Unavailable naming `op`.
+#ifndef SHARDLIGHT_SHARDED_AGREEMENT_H_
+#define SHARDLIGHT_SHARDED_AGREEMENT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace shardlight::sharded {
+
+struct Verdict {
+  absl::Status status;       // this rank's outcome so far
+  uint64_t fingerprint = 0;  // must be equal on every rank; 0 when unused
+  std::string payload;       // gathered to every rank when all agree
+};
+
+// What an agreement is about, for its messages: `op` names the operation
+// ("checkpoint save to '/d'", "gather"), `subject` what the fingerprint covers.
+struct AgreementContext {
+  std::string op;
+  std::string subject = "fingerprint";
+};
+
+// Collective: the verdict above, with every rank's payload when it is OK.
+absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, const Verdict& mine,
+                                                        const AgreementContext& context);
+
+// Collective: agreement on success only.
+absl::Status Agree(c10d::ProcessGroup& pg, const absl::Status& mine, absl::string_view op);
+
+// Collective: agreement on success and on a fingerprint (or this rank's error).
+absl::Status AgreeOn(c10d::ProcessGroup& pg, const absl::StatusOr<uint64_t>& fingerprint,
+                     const AgreementContext& context);
+
+}  // namespace shardlight::sharded
+
+#endif  // SHARDLIGHT_SHARDED_AGREEMENT_H_
