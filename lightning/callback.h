@@ -35,9 +35,6 @@ class Callback {
   virtual absl::Status OnLoadCheckpoint(const TrainState&, int64_t step, const std::string& dir) {
     return absl::OkStatus();
   }
-  // Called just before rank `rank` joins the save of `step`: a fault plan's
-  // chance to fail a rank mid-save.
-  virtual absl::Status OnSaveStart(const TrainState&, int64_t step) { return absl::OkStatus(); }
 };
 
 // Prints "step 5/10  loss 0.123456  12.3 steps/s" every `every` steps, on rank 0.

@@ -70,8 +70,8 @@ absl::Status LocalStep(LightningModule& module, const DataSource& data, const St
 }
 
 // Rank 0's answer to "is there a committed checkpoint?", shared with all.
-absl::StatusOr<bool> CheckpointCommitted(const std::string& dir, c10d::ProcessGroup& pg) {
-  const bool here = ckpt::HasCommittedCheckpoint(dir);
+absl::StatusOr<bool> CheckpointCommitted(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg) {
+  const bool here = ckpt::HasCommittedCheckpoint(dir, storage);
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       sharded::AgreeAndGather(pg, {absl::OkStatus(), 0, here ? "1" : "0"}, {"resume"}));
   return all[0] == "1";
@@ -129,7 +129,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
 
   const bool checkpoints = !options_.checkpoint_dir.empty();
   if (checkpoints && options_.resume) {
-    SL_ASSIGN_OR_RETURN(bool committed, CheckpointCommitted(options_.checkpoint_dir, *pg));
+    SL_ASSIGN_OR_RETURN(bool committed, CheckpointCommitted(options_.checkpoint_dir, options_.save_options.storage.get(), *pg));
     if (committed) {
       SL_RETURN_IF_ERROR(Resume(module, *optimizer, step, *pg));
       state.start_step = step[0].item<int64_t>();
@@ -144,8 +144,6 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       CallbacksAgree(callbacks_, *pg, "OnTrainStart", [&](Callback& c) { return c.OnTrainStart(state); }));
 
   auto save = [&](int64_t done) -> absl::Status {
-    SL_RETURN_IF_ERROR(
-        CallbacksAgree(callbacks_, *pg, "OnSaveStart", [&](Callback& c) { return c.OnSaveStart(state, done); }));
     SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, options_.save_options));
     ++result.checkpoints_saved;
     return CallbacksAgree(callbacks_, *pg, "OnSaveCheckpoint", [&](Callback& c) {
@@ -205,6 +203,7 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
   SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
   ckpt::LoadOptions load;
   load.verify_before_write = true;  // a damaged checkpoint changes nothing
+  load.storage = options_.save_options.storage;
   SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, options_.checkpoint_dir, pg, load));
   const absl::Status loaded =
       sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });

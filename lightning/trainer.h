@@ -57,6 +57,7 @@ struct TrainerOptions {
   bool resume = true;            // load checkpoint_dir's checkpoint if it has one
   int64_t log_every = 0;         // > 0: a ProgressCallback on std::cout every this many steps
   std::chrono::milliseconds probe_timeout{std::chrono::seconds(30)};
+  // Also where resume reads: save_options.storage (null: POSIX).
   sharded::checkpoint::SaveOptions save_options;
 };
 

@@ -6,7 +6,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
+#include "sharded/checkpoint/fault_injecting_storage.h"
 
 namespace shardlight::simulate {
 namespace {
@@ -71,6 +73,8 @@ FaultInjector::FaultInjector(FaultPlan plan, std::chrono::milliseconds collectiv
     : plan_(plan), collective_timeout_(collective_timeout) {}
 
 absl::Status FaultInjector::OnStepEnd(const lightning::TrainState& state, int64_t step, double) {
+  rank_ = state.rank;
+  last_step_ = step;
   if (state.rank != plan_.rank || step != plan_.step) return absl::OkStatus();
   switch (plan_.kind) {
     case FaultKind::kCrash:
@@ -91,20 +95,19 @@ absl::Status FaultInjector::OnStepEnd(const lightning::TrainState& state, int64_
   return absl::OkStatus();
 }
 
-absl::Status FaultInjector::OnSaveStart(const lightning::TrainState&, int64_t step) {
-  saving_step_ = step;
-  return absl::OkStatus();
-}
-
-std::function<absl::Status(sharded::checkpoint::SaveStage, int)> FaultInjector::SaveHook() {
-  return [this](sharded::checkpoint::SaveStage stage, int rank) {
-    if (plan_.kind != FaultKind::kSaveCrash || rank != plan_.rank || saving_step_ != plan_.step ||
-        stage != sharded::checkpoint::SaveStage::kDataWritten) {
-      return absl::OkStatus();
-    }
-    return absl::AbortedError(absl::StrCat("injected crash of rank ", rank, " during the save of step ", saving_step_,
-                                           " (data written, not committed)"));
-  };
+std::shared_ptr<sharded::checkpoint::Storage> FaultInjector::SaveStorage() {
+  using sharded::checkpoint::StorageOp;
+  return std::make_shared<sharded::checkpoint::FaultInjectingStorage>(
+      sharded::checkpoint::PosixStorage(), [this](StorageOp op, const std::string& path) {
+        const bool data_file_sync = op == StorageOp::kSync && absl::StrContains(path, "/.tmp-") &&
+                                    absl::EndsWith(path, ".safetensors");
+        if (plan_.kind != FaultKind::kSaveCrash || rank_ != plan_.rank || last_step_ != plan_.step ||
+            !data_file_sync) {
+          return absl::OkStatus();
+        }
+        return absl::AbortedError(absl::StrCat("injected crash of rank ", plan_.rank, " during the save of step ",
+                                               plan_.step, " (data written, not committed)"));
+      });
 }
 
 }  // namespace shardlight::simulate

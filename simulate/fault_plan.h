@@ -1,7 +1,8 @@
 // Fault plans for the simulated cluster: crash rank r at step k or during the
 // save of step k, delay rank r at step k, or hold rank r past the collective
-// timeout. A FaultInjector is a Trainer callback (plus a save hook) that
-// carries one plan out on the rank it names.
+// timeout. A FaultInjector is a Trainer callback (plus, for save-crash, a
+// fault-injecting checkpoint storage) that carries one plan out on the rank it
+// names.
 //
 // Text form (the cluster binary's --fault flag):
 //   crash:rank=R,step=K        rank R fails right after step K
@@ -13,14 +14,16 @@
 #ifndef SHARDLIGHT_SIMULATE_FAULT_PLAN_H_
 #define SHARDLIGHT_SIMULATE_FAULT_PLAN_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lightning/callback.h"
-#include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/storage.h"
 
 namespace shardlight::simulate {
 
@@ -43,14 +46,17 @@ class FaultInjector : public lightning::Callback {
   FaultInjector(FaultPlan plan, std::chrono::milliseconds collective_timeout);
 
   absl::Status OnStepEnd(const lightning::TrainState& state, int64_t step, double loss) override;
-  absl::Status OnSaveStart(const lightning::TrainState& state, int64_t step) override;
-  // Install into TrainerOptions::save_options.fault_hook (kSaveCrash).
-  std::function<absl::Status(sharded::checkpoint::SaveStage, int)> SaveHook();
+  // For TrainerOptions::save_options.storage: POSIX, except that in the save
+  // after step K (the plan's, kSaveCrash) rank R's data file fails to fsync.
+  // Must not outlive this injector.
+  std::shared_ptr<sharded::checkpoint::Storage> SaveStorage();
 
  private:
   FaultPlan plan_;
   std::chrono::milliseconds collective_timeout_;
-  int64_t saving_step_ = -1;
+  // This rank and its last completed step: a save follows a step's end.
+  std::atomic<int> rank_{-1};
+  std::atomic<int64_t> last_step_{-1};
 };
 
 }  // namespace shardlight::simulate

@@ -84,7 +84,7 @@ absl::StatusOr<RankResult> TrainRank(const TrainingRunOptions& options, c10::int
   if (options.min_step_time.count() > 0) callbacks.push_back(std::make_shared<MinStepTime>(options.min_step_time));
   if (options.fault) {
     auto injector = std::make_shared<FaultInjector>(*options.fault, options.collective_timeout);
-    trainer_options.save_options.fault_hook = injector->SaveHook();
+    trainer_options.save_options.storage = injector->SaveStorage();
     callbacks.push_back(injector);
   }
   callbacks.insert(callbacks.end(), options.callbacks.begin(), options.callbacks.end());

@@ -11,8 +11,9 @@
 // only unreferenced files, which the next successful save removes. The
 // previous checkpoint's files are removed only once the rename is durable.
 // Dense tensors are written once, by rank 0. An exception on one rank (from
-// the fault hook, a tensor copy, ...) is that rank's error like any other:
-// it never leaves its peers waiting.
+// the storage, a tensor copy, ...) is that rank's error like any other: it
+// never leaves its peers waiting. All file operations go through the options'
+// Storage (storage.h; POSIX by default), in the order above.
 //
 // Load (collective): the state dict to fill carries the target layout --
 // ShardedTensors already created with the loading job's spec and world size,
@@ -35,23 +36,15 @@
 #define SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_H_
 
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "sharded/checkpoint/storage.h"
 #include "sharded/state_dict.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace shardlight::sharded::checkpoint {
-
-// Points of a save where SaveOptions::fault_hook runs (on every rank).
-enum class SaveStage {
-  kDataWritten,  // this rank's temporary data file is written and fsynced
-  kDataRenamed,  // every rank's data file is written; this rank's is renamed
-  kIndexWritten, // rank 0 only: the temporary index is written, not yet renamed
-  kIndexRenamed, // rank 0 only: index.json is renamed (committed), the directory
-                 // not yet fsynced; a failure here stands for that fsync failing
-};
 
 struct SaveOptions {
   // CRC32C granularity, 64 B .. 64 MiB. Smaller blocks make partial
@@ -64,9 +57,8 @@ struct SaveOptions {
   // directory that the new index does not reference (earlier checkpoints,
   // leftovers of failed saves), once the commit is durable.
   bool remove_stale_files = true;
-  // Test hook: a non-OK status (or an exception, turned into an Internal
-  // status naming it) fails this rank at `stage`.
-  std::function<absl::Status(SaveStage stage, int rank)> fault_hook;
+  // Where the files go; null: PosixStorage(). Each rank may pass its own.
+  std::shared_ptr<Storage> storage;
 };
 
 struct SaveStats {
@@ -91,6 +83,8 @@ struct LoadOptions {
   bool strict = true;
   // Check every needed block before writing any destination byte.
   bool verify_before_write = false;
+  // Where the files are; null: PosixStorage().
+  std::shared_ptr<Storage> storage;
 };
 
 struct LoadStats {
@@ -110,7 +104,8 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
 
 // Whether `dir` holds a committed checkpoint (its index is in place). Local:
 // no communication, and no check of the contents (LoadCheckpoint does that).
-bool HasCommittedCheckpoint(const std::string& dir);
+// A null `storage` is PosixStorage().
+bool HasCommittedCheckpoint(const std::string& dir, Storage* storage = nullptr);
 
 }  // namespace shardlight::sharded::checkpoint
 

@@ -1,5 +1,5 @@
-// A save that fails part-way -- a rank that returns an error or throws at any
-// stage -- commits nothing: the previous checkpoint stays loadable, the new
+// A save that fails part-way -- a rank whose storage returns an error or
+// throws at any point of the protocol -- commits nothing: the previous checkpoint stays loadable, the new
 // one is invisible, no temporary file is left, and every rank returns the
 // same error naming the failing rank, without waiting for a timeout.
 #include <gmock/gmock.h>
@@ -11,6 +11,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
+#include "sharded/checkpoint/fault_injecting_storage.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "simulate/simulated_cluster.h"
@@ -80,43 +82,75 @@ absl::Status LoadAndCheck(const std::string& dir, int world, int salt) {
 
 enum class How { kFails, kThrows, kThrowsTorchError };
 
+// Where in the save the failing rank's storage fails.
+enum class Point {
+  kDataSync,     // the fsync of this rank's temporary data file
+  kDataDirSync,  // the directory fsync after this rank's data file is renamed
+  kIndexRename,  // rank 0: the rename of the written temporary index (the commit)
+  kIndexDirSync, // rank 0: the directory fsync after index.json is renamed
+};
+
 struct Fault {
-  SaveStage stage;
+  Point point;
   int rank;
   How how;
 };
 
-const char* StageName(SaveStage stage) {
-  switch (stage) {
-    case SaveStage::kDataWritten:
-      return "DataWritten";
-    case SaveStage::kDataRenamed:
-      return "DataRenamed";
-    case SaveStage::kIndexWritten:
-      return "IndexWritten";
-    case SaveStage::kIndexRenamed:
-      return "IndexRenamed";
+const char* PointName(Point point) {
+  switch (point) {
+    case Point::kDataSync:
+      return "DataSync";
+    case Point::kDataDirSync:
+      return "DataDirSync";
+    case Point::kIndexRename:
+      return "IndexRename";
+    case Point::kIndexDirSync:
+      return "IndexDirSync";
   }
   return "?";
 }
 
 std::string Describe(const Fault& f) {
   const char* how = f.how == How::kFails ? "_fails" : f.how == How::kThrows ? "_throws" : "_throws_torch";
-  return absl::StrCat(StageName(f.stage), "_rank", f.rank, how);
+  return absl::StrCat(PointName(f.point), "_rank", f.rank, how);
 }
 
 void PrintTo(const Fault& f, std::ostream* os) { *os << Describe(f); }
 
-// The hook for `fault`, and what every rank's error then says after "failed
-// on rank R: ".
-SaveOptions FaultyOptions(const Fault& fault) {
+bool IsTempData(const std::string& path) {
+  return absl::StrContains(path, "/.tmp-") && absl::EndsWith(path, ".safetensors");
+}
+bool IsTempIndex(const std::string& path) { return absl::StrContains(path, "/.tmp-") && absl::EndsWith(path, "-index.json"); }
+
+// Rank `rank`'s options: its own storage, failing at `fault` when it is that
+// rank's; then every rank's error says ExpectedError after "failed on rank R: ".
+SaveOptions FaultyOptions(const Fault& fault, int rank) {
   SaveOptions options;
-  options.fault_hook = [fault](SaveStage stage, int rank) -> absl::Status {
-    if (stage != fault.stage || rank != fault.rank) return absl::OkStatus();
-    if (fault.how == How::kThrows) throw std::runtime_error("injected crash");
-    TORCH_CHECK(fault.how != How::kThrowsTorchError, "injected torch error");
-    return absl::ResourceExhaustedError("injected: disk full");
-  };
+  if (rank != fault.rank) return options;
+  auto renamed_index = std::make_shared<bool>(false);
+  options.storage = std::make_shared<FaultInjectingStorage>(
+      PosixStorage(), [fault, renamed_index](StorageOp op, const std::string& path) -> absl::Status {
+        bool hit = false;
+        switch (fault.point) {
+          case Point::kDataSync:
+            hit = op == StorageOp::kSync && IsTempData(path);
+            break;
+          case Point::kDataDirSync:  // the save's first directory fsync
+            hit = op == StorageOp::kSyncDirectory;
+            break;
+          case Point::kIndexRename:
+            hit = op == StorageOp::kRename && IsTempIndex(path);
+            break;
+          case Point::kIndexDirSync:
+            hit = op == StorageOp::kSyncDirectory && *renamed_index;
+            if (op == StorageOp::kRename && IsTempIndex(path)) *renamed_index = true;
+            break;
+        }
+        if (!hit) return absl::OkStatus();
+        if (fault.how == How::kThrows) throw std::runtime_error("injected crash");
+        TORCH_CHECK(fault.how != How::kThrowsTorchError, "injected torch error");
+        return absl::ResourceExhaustedError("injected: disk full");
+      });
   return options;
 }
 
@@ -132,12 +166,11 @@ std::string ExpectedError(const Fault& fault) {
 std::vector<absl::Status> FaultySave(const std::string& dir, const Fault& fault) {
   SimulatedCluster cluster(kWorld, testing::Options());
   std::vector<absl::Status> per_rank(kWorld);
-  const SaveOptions options = FaultyOptions(fault);
   const auto start = std::chrono::steady_clock::now();
   absl::Status run = cluster.Run([&](RankContext& ctx) -> absl::Status {
     auto state = MakeState(Layout(), kNew, ctx.pg);
     if (!state.ok()) return state.status();
-    per_rank[ctx.rank] = SaveCheckpoint(*state, dir, *ctx.pg, options);
+    per_rank[ctx.rank] = SaveCheckpoint(*state, dir, *ctx.pg, FaultyOptions(fault, ctx.rank));
     return absl::OkStatus();  // collect every rank's own answer
   });
   EXPECT_TRUE(run.ok()) << "a rank did not return (an exception escaped?): " << run;
@@ -185,7 +218,7 @@ TEST_P(FailedSaveTest, PreviousCheckpointSurvivesAndTheNewOneIsInvisible) {
   // Temporary files are gone; files renamed before the failure may remain,
   // unreferenced.
   EXPECT_THAT(TempFiles(dir), ::testing::IsEmpty());
-  if (fault.stage == SaveStage::kDataWritten) {
+  if (fault.point == Point::kDataSync) {
     EXPECT_EQ(Names(dir), files_before);
   }
 
@@ -198,24 +231,24 @@ TEST_P(FailedSaveTest, PreviousCheckpointSurvivesAndTheNewOneIsInvisible) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Faults, FailedSaveTest,
-                         ::testing::Values(Fault{SaveStage::kDataWritten, 2, How::kThrows},
-                                           Fault{SaveStage::kDataWritten, 1, How::kFails},
-                                           Fault{SaveStage::kDataWritten, 3, How::kThrowsTorchError},
-                                           Fault{SaveStage::kDataRenamed, 3, How::kThrows},
-                                           Fault{SaveStage::kDataRenamed, 0, How::kFails},
-                                           Fault{SaveStage::kDataRenamed, 1, How::kThrowsTorchError},
-                                           Fault{SaveStage::kIndexWritten, 0, How::kThrows},
-                                           Fault{SaveStage::kIndexWritten, 0, How::kFails}),
+                         ::testing::Values(Fault{Point::kDataSync, 2, How::kThrows},
+                                           Fault{Point::kDataSync, 1, How::kFails},
+                                           Fault{Point::kDataSync, 3, How::kThrowsTorchError},
+                                           Fault{Point::kDataDirSync, 3, How::kThrows},
+                                           Fault{Point::kDataDirSync, 0, How::kFails},
+                                           Fault{Point::kDataDirSync, 1, How::kThrowsTorchError},
+                                           Fault{Point::kIndexRename, 0, How::kThrows},
+                                           Fault{Point::kIndexRename, 0, How::kFails}),
                          [](const auto& info) { return Describe(info.param); });
 
 // A failure after the commit point (the directory fsync after the index
-// rename; the hook stands in for it): the new checkpoint is in place, but the
+// rename): the new checkpoint is in place, but the
 // rename may not be durable, so the previous checkpoint's files are kept for
 // the old index that a crash could bring back.
 class NotDurableTest : public ::testing::TestWithParam<How> {};
 
 TEST_P(NotDurableTest, CommittedButOldFilesKept) {
-  const Fault fault{SaveStage::kIndexRenamed, 0, GetParam()};
+  const Fault fault{Point::kIndexDirSync, 0, GetParam()};
   const std::string dir = testing::FreshDir(Describe(fault));
   absl::Status saved = Save(dir, kWorld, kOld);
   ASSERT_TRUE(saved.ok()) << saved;

@@ -9,16 +9,17 @@
 
 namespace shardlight::sharded::checkpoint {
 
-absl::StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& dir) {
+absl::StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& dir, Storage& storage) {
   const std::string path = JoinPath(dir, kIndexFileName);
-  if (!PathExists(path)) {
+  if (!storage.Exists(path)) {
     return absl::NotFoundError(absl::StrCat("no checkpoint at '", dir, "': ", kIndexFileName, " is missing"));
   }
-  auto text = ReadWholeFile(path, kMaxIndexBytes);
+  auto text = ReadWholeFile(storage, path, kMaxIndexBytes);
   if (!text.ok()) return absl::Status(text.status().code(), absl::StrCat("checkpoint index: ", text.status().message()));
   auto index = ParseIndex(*text, path);
   if (!index.ok()) return index.status();
   CheckpointReader reader;
+  reader.storage_ = &storage;
   reader.dir_ = dir;
   reader.index_bytes_ = static_cast<int64_t>(text->size());
   reader.index_ = std::make_unique<CheckpointIndex>(*std::move(index));
@@ -77,7 +78,7 @@ absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& na
     return absl::InvalidArgumentError(absl::StrCat(prefix, "data file ", Quote(name), " is not in the index"));
   }
   const std::string path = JoinPath(dir_, name);
-  auto file = File::OpenForRead(path);
+  auto file = File::OpenForRead(*storage_, path);
   if (!file.ok()) {
     return absl::Status(file.status().code(), absl::StrCat(prefix, "data file ", Quote(name),
                                                            absl::IsNotFound(file.status()) ? " is missing: " : ": ",

@@ -15,14 +15,14 @@
 #include "absl/status/statusor.h"
 #include "sharded/checkpoint/entry_reader.h"
 #include "sharded/checkpoint/index.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/storage.h"
 
 namespace shardlight::sharded::checkpoint {
 
 class CheckpointReader {
  public:
   // Reads and validates DIR/index.json. NotFound when there is no index.
-  static absl::StatusOr<CheckpointReader> Open(const std::string& dir);
+  static absl::StatusOr<CheckpointReader> Open(const std::string& dir, Storage& storage = PosixStorage());
 
   const CheckpointIndex& index() const { return *index_; }
   const std::string& dir() const { return dir_; }
@@ -42,6 +42,7 @@ class CheckpointReader {
   CheckpointReader() = default;
   absl::Status CheckFile(const File& file, const IndexFile& expected);
 
+  Storage* storage_ = nullptr;
   std::string dir_;
   std::unique_ptr<CheckpointIndex> index_;  // stable address for EntrySource
   int64_t index_bytes_ = 0;

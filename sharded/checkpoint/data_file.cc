@@ -10,7 +10,7 @@
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/names.h"
 #include "sharded/no_throw.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/storage.h"
 #include "sharded/checkpoint/row_major_tiles.h"
 #include "sharded/checkpoint/safetensors.h"
 
@@ -99,14 +99,15 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
 
 absl::StatusOr<WrittenFile> WriteDataFile(const std::string& path, const std::vector<EntryToWrite>& entries,
                                           const DataFileOptions& options) {
-  auto file = File::CreateNew(path);
+  Storage& storage = StorageOrPosix(options.storage);
+  auto file = File::CreateNew(storage, path);
   if (!file.ok()) return file.status();
   // An exception (a failing tensor copy) is an error like any other: the
   // partial file is removed either way.
   auto written = NoThrow([&] { return WriteAll(*file, entries, options); });
   if (!written.ok()) {
     file->Close().IgnoreError();
-    RemoveFile(path).IgnoreError();
+    storage.Remove(path).IgnoreError();
   }
   return written;
 }

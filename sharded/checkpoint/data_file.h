@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sharded/checkpoint/storage.h"
 
 namespace shardlight::sharded::checkpoint {
 
@@ -38,6 +39,7 @@ struct DataFileOptions {
   int64_t block_bytes = 256 << 10;
   int64_t buffer_bytes = 16 << 20;
   std::map<std::string, std::string> metadata;  // the header's __metadata__
+  Storage* storage = nullptr;  // null: PosixStorage()
 };
 
 // Creates `path` (which must not exist), writes the entries and fsyncs. On

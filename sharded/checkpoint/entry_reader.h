@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/storage.h"
 
 namespace shardlight::sharded::checkpoint {
 

@@ -1,6 +1,4 @@
 // LoadCheckpoint: plan and check everything, agree, read, agree.
-#include <unistd.h>
-
 #include <algorithm>
 #include <tuple>
 
@@ -12,7 +10,6 @@
 #include "sharded/checkpoint/entry_reader.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/posix_file.h"
 #include "sharded/agreement.h"
 #include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
@@ -76,14 +73,12 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   std::vector<std::pair<size_t, size_t>> ranges;  // per key: [first, last) destination
   destinations->clear();
   for (const auto& [key, value] : to_fill.entries()) {
-    absl::Status s = ValidateKey(key);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(ValidateKey(key));
     if (index.Find(key) == nullptr) {
       return absl::NotFoundError(absl::StrCat("key ", Quote(key), " is not in the checkpoint at '", reader.dir(), "'"));
     }
     const size_t first = destinations->size();
-    s = DestinationsOf(key, value, *index.Find(key), destinations);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(DestinationsOf(key, value, *index.Find(key), destinations));
     ranges.emplace_back(first, destinations->size());
   }
   if (options.strict) {
@@ -178,16 +173,14 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   std::vector<Destination> destinations;
   std::vector<ReadOp> ops;
   absl::Status mine = NoThrow([&]() -> absl::Status {
-    reader = CheckpointReader::Open(dir);
+    reader = CheckpointReader::Open(dir, StorageOrPosix(options.storage.get()));
     if (!reader.ok()) return reader.status();
-    absl::Status s = CheckBufferFits(*reader, options);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(CheckBufferFits(*reader, options));
     return Plan(to_fill, *reader, options, &destinations, &ops);
   });
 
   // Step 2: no rank writes a byte unless every rank's plan is sound.
-  absl::Status s = Agree(pg, mine, what);
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(Agree(pg, mine, what));
 
   ReadStats read_stats;
   EntryReader entries(options.buffer_bytes, &read_stats);
@@ -203,7 +196,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   // Step 3 (verify_before_write): every rank checks every block it will
   // read, and no rank writes unless all are sound.
   if (options.verify_before_write) {
-    s = Agree(pg, NoThrow([&] { return VerifyAll(*reader, ops, entries); }), what);
+    const absl::Status s = Agree(pg, NoThrow([&] { return VerifyAll(*reader, ops, entries); }), what);
     if (!s.ok()) {
       report();
       return s;
@@ -218,8 +211,8 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   return Agree(pg, mine, what);
 }
 
-bool HasCommittedCheckpoint(const std::string& dir) {
-  return ::access(JoinPath(dir, kIndexFileName).c_str(), F_OK) == 0;
+bool HasCommittedCheckpoint(const std::string& dir, Storage* storage) {
+  return StorageOrPosix(storage).Exists(JoinPath(dir, kIndexFileName));
 }
 
 }  // namespace shardlight::sharded::checkpoint

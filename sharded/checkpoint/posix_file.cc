@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -23,88 +26,171 @@ std::string ErrorText(int error) {
   return strerror_r(error, buffer, sizeof(buffer));
 }
 
-}  // namespace
-
 absl::Status PosixError(int error, const std::string& op, const std::string& path) {
   return absl::Status(absl::ErrnoToStatusCode(error), absl::StrCat(op, " '", path, "': ", ErrorText(error)));
 }
 
-absl::StatusOr<File> File::OpenForRead(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return PosixError(errno, "cannot open", path);
-  return File(fd, path);
-}
-
-absl::StatusOr<File> File::CreateNew(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return PosixError(errno, "cannot create", path);
-  return File(fd, path);
-}
-
-File::File(File&& other) noexcept : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)) {}
-
-File& File::operator=(File&& other) noexcept {
-  if (this != &other) {
+class PosixFile : public StorageFile {
+ public:
+  PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  PosixFile(const PosixFile&) = delete;
+  PosixFile& operator=(const PosixFile&) = delete;
+  ~PosixFile() override {
     if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-    path_ = std::move(other.path_);
   }
-  return *this;
-}
 
-File::~File() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-absl::StatusOr<int64_t> File::Size() const {
-  struct stat st;
-  if (::fstat(fd_, &st) != 0) return PosixError(errno, "cannot stat", path_);
-  if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is not a regular file"));
-  return static_cast<int64_t>(st.st_size);
-}
-
-absl::Status File::ReadAt(void* buffer, int64_t n, int64_t offset) const {
-  char* p = static_cast<char*>(buffer);
-  while (n > 0) {
-    const ssize_t got = ::pread(fd_, p, static_cast<size_t>(std::min(n, kMaxTransfer)), offset);
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      return PosixError(errno, "cannot read", path_);
-    }
-    if (got == 0) {
-      return absl::OutOfRangeError(absl::StrCat("'", path_, "' ends at byte ", offset, " (", n, " more bytes expected)"));
-    }
-    p += got;
-    n -= got;
-    offset += got;
+  absl::StatusOr<int64_t> Size() const override {
+    struct stat st;
+    if (::fstat(fd_, &st) != 0) return PosixError(errno, "cannot stat", path_);
+    if (!S_ISREG(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is not a regular file"));
+    return static_cast<int64_t>(st.st_size);
   }
-  return absl::OkStatus();
-}
 
-absl::Status File::WriteAt(const void* buffer, int64_t n, int64_t offset) {
-  const char* p = static_cast<const char*>(buffer);
-  while (n > 0) {
-    const ssize_t put = ::pwrite(fd_, p, static_cast<size_t>(std::min(n, kMaxTransfer)), offset);
-    if (put < 0) {
-      if (errno == EINTR) continue;
-      return PosixError(errno, "cannot write", path_);
+  absl::Status ReadAt(void* buffer, int64_t n, int64_t offset) const override {
+    char* p = static_cast<char*>(buffer);
+    while (n > 0) {
+      const ssize_t got = ::pread(fd_, p, static_cast<size_t>(std::min(n, kMaxTransfer)), offset);
+      if (got < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(errno, "cannot read", path_);
+      }
+      if (got == 0) {
+        return absl::OutOfRangeError(
+            absl::StrCat("'", path_, "' ends at byte ", offset, " (", n, " more bytes expected)"));
+      }
+      p += got;
+      n -= got;
+      offset += got;
     }
-    p += put;
-    n -= put;
-    offset += put;
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+
+  absl::Status WriteAt(const void* buffer, int64_t n, int64_t offset) override {
+    const char* p = static_cast<const char*>(buffer);
+    while (n > 0) {
+      const ssize_t put = ::pwrite(fd_, p, static_cast<size_t>(std::min(n, kMaxTransfer)), offset);
+      if (put < 0) {
+        if (errno == EINTR) continue;
+        return PosixError(errno, "cannot write", path_);
+      }
+      p += put;
+      n -= put;
+      offset += put;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Sync() override {
+    if (::fsync(fd_) != 0) return PosixError(errno, "cannot fsync", path_);
+    return absl::OkStatus();
+  }
+
+  absl::Status Close() override {
+    const int fd = std::exchange(fd_, -1);
+    if (fd >= 0 && ::close(fd) != 0) return PosixError(errno, "cannot close", path_);
+    return absl::OkStatus();
+  }
+
+ private:
+  int fd_;
+  std::string path_;
+};
+
+class Posix : public Storage {
+ public:
+  absl::StatusOr<std::unique_ptr<StorageFile>> OpenForRead(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return PosixError(errno, "cannot open", path);
+    return std::make_unique<PosixFile>(fd, path);
+  }
+
+  absl::StatusOr<std::unique_ptr<StorageFile>> CreateNew(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) return PosixError(errno, "cannot create", path);
+    return std::make_unique<PosixFile>(fd, path);
+  }
+
+  absl::Status MakeDirectories(const std::string& dir) override {
+    if (dir.empty()) return absl::InvalidArgumentError("checkpoint directory is empty");
+    std::string prefix;
+    size_t pos = 0;
+    while (pos != std::string::npos) {
+      pos = dir.find('/', pos + 1);
+      prefix = dir.substr(0, pos);
+      if (prefix.empty() || prefix == "/") continue;
+      if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
+        return PosixError(errno, "cannot create directory", prefix);
+      }
+    }
+    struct stat st;
+    if (::stat(dir.c_str(), &st) != 0) return PosixError(errno, "cannot stat", dir);
+    if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat("'", dir, "' is not a directory"));
+    return absl::OkStatus();
+  }
+
+  absl::Status SyncDirectory(const std::string& dir) override {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return PosixError(errno, "cannot open directory", dir);
+    absl::Status status;
+    if (::fsync(fd) != 0) status = PosixError(errno, "cannot fsync directory", dir);
+    ::close(fd);
+    return status;
+  }
+
+  absl::Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) {
+      return PosixError(errno, absl::StrCat("cannot rename to '", to, "' from"), from);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Remove(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError(errno, "cannot remove", path);
+    return absl::OkStatus();
+  }
+
+  bool Exists(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  }
+
+  absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override {
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) return PosixError(errno, "cannot list directory", dir);
+    std::vector<std::string> names;
+    while (struct dirent* e = ::readdir(d)) {
+      const std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(name);
+    }
+    ::closedir(d);
+    return names;
+  }
+};
+
+}  // namespace
+
+Storage& PosixStorage() {
+  static Posix* const posix = new Posix();  // never destroyed: used from any thread until exit
+  return *posix;
 }
 
-absl::Status File::Sync() {
-  if (::fsync(fd_) != 0) return PosixError(errno, "cannot fsync", path_);
-  return absl::OkStatus();
+Storage& StorageOrPosix(Storage* storage) { return storage != nullptr ? *storage : PosixStorage(); }
+
+absl::StatusOr<File> File::OpenForRead(Storage& storage, const std::string& path) {
+  auto impl = storage.OpenForRead(path);
+  if (!impl.ok()) return impl.status();
+  return File(*std::move(impl), path);
+}
+
+absl::StatusOr<File> File::CreateNew(Storage& storage, const std::string& path) {
+  auto impl = storage.CreateNew(path);
+  if (!impl.ok()) return impl.status();
+  return File(*std::move(impl), path);
 }
 
 absl::Status File::Close() {
-  const int fd = std::exchange(fd_, -1);
-  if (fd >= 0 && ::close(fd) != 0) return PosixError(errno, "cannot close", path_);
-  return absl::OkStatus();
+  if (impl_ == nullptr) return absl::OkStatus();
+  return impl_->Close();
 }
 
 std::string JoinPath(const std::string& dir, const std::string& name) {
@@ -113,75 +199,26 @@ std::string JoinPath(const std::string& dir, const std::string& name) {
   return absl::StrCat(dir, "/", name);
 }
 
-absl::Status MakeDirectories(const std::string& dir) {
-  if (dir.empty()) return absl::InvalidArgumentError("checkpoint directory is empty");
-  std::string prefix;
-  size_t pos = 0;
-  while (pos != std::string::npos) {
-    pos = dir.find('/', pos + 1);
-    prefix = dir.substr(0, pos);
-    if (prefix.empty() || prefix == "/") continue;
-    if (::mkdir(prefix.c_str(), 0755) != 0 && errno != EEXIST) {
-      return PosixError(errno, "cannot create directory", prefix);
-    }
-  }
-  struct stat st;
-  if (::stat(dir.c_str(), &st) != 0) return PosixError(errno, "cannot stat", dir);
-  if (!S_ISDIR(st.st_mode)) return absl::FailedPreconditionError(absl::StrCat("'", dir, "' is not a directory"));
-  return absl::OkStatus();
-}
-
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return PosixError(errno, "cannot open directory", dir);
-  absl::Status status;
-  if (::fsync(fd) != 0) status = PosixError(errno, "cannot fsync directory", dir);
-  ::close(fd);
-  return status;
-}
-
-absl::Status RenameFile(const std::string& from, const std::string& to) {
-  if (::rename(from.c_str(), to.c_str()) != 0) {
-    return PosixError(errno, absl::StrCat("cannot rename to '", to, "' from"), from);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status RemoveFile(const std::string& path) {
-  if (::unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError(errno, "cannot remove", path);
-  return absl::OkStatus();
-}
-
-bool PathExists(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0;
-}
-
-absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return PosixError(errno, "cannot list directory", dir);
-  std::vector<std::string> names;
-  while (struct dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    if (name != "." && name != "..") names.push_back(name);
-  }
-  ::closedir(d);
-  return names;
-}
-
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path, int64_t max_bytes) {
-  auto file = File::OpenForRead(path);
-  if (!file.ok()) return file.status();
-  auto size = file->Size();
-  if (!size.ok()) return size.status();
-  if (*size > max_bytes) {
+absl::StatusOr<std::string> ReadWholeFile(Storage& storage, const std::string& path, int64_t max_bytes) {
+  SL_ASSIGN_OR_RETURN(const File file, File::OpenForRead(storage, path));
+  SL_ASSIGN_OR_RETURN(const int64_t size, file.Size());
+  if (size > max_bytes) {
     return absl::FailedPreconditionError(
-        absl::StrCat("'", path, "' has ", *size, " bytes; more than the ", max_bytes, " this reader accepts"));
+        absl::StrCat("'", path, "' has ", size, " bytes; more than the ", max_bytes, " this reader accepts"));
   }
-  std::string text(static_cast<size_t>(*size), '\0');
-  absl::Status s = file->ReadAt(text.data(), *size, 0);
-  if (!s.ok()) return s;
+  std::string text(static_cast<size_t>(size), '\0');
+  SL_RETURN_IF_ERROR(file.ReadAt(text.data(), size, 0));
   return text;
+}
+
+absl::Status MakeDirectories(const std::string& dir) { return PosixStorage().MakeDirectories(dir); }
+absl::Status SyncDirectory(const std::string& dir) { return PosixStorage().SyncDirectory(dir); }
+absl::Status RenameFile(const std::string& from, const std::string& to) { return PosixStorage().Rename(from, to); }
+absl::Status RemoveFile(const std::string& path) { return PosixStorage().Remove(path); }
+bool PathExists(const std::string& path) { return PosixStorage().Exists(path); }
+absl::StatusOr<std::vector<std::string>> ListDirectory(const std::string& dir) { return PosixStorage().List(dir); }
+absl::StatusOr<std::string> ReadWholeFile(const std::string& path, int64_t max_bytes) {
+  return ReadWholeFile(PosixStorage(), path, max_bytes);
 }
 
 }  // namespace shardlight::sharded::checkpoint

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/storage.h"
 
 namespace shardlight::sharded::checkpoint {
 

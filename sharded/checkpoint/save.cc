@@ -11,7 +11,7 @@
 #include "sharded/checkpoint/file_names.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/storage.h"
 #include "sharded/agreement.h"
 #include "sharded/no_throw.h"
 #include "sharded/stable_hash.h"
@@ -24,16 +24,17 @@ namespace {
 // file has been handed over.
 class RemoveOnExit {
  public:
-  RemoveOnExit() = default;
+  explicit RemoveOnExit(Storage& storage) : storage_(storage) {}
   RemoveOnExit(const RemoveOnExit&) = delete;
   RemoveOnExit& operator=(const RemoveOnExit&) = delete;
   ~RemoveOnExit() {
-    if (!path_.empty()) RemoveFile(path_).IgnoreError();
+    if (!path_.empty()) storage_.Remove(path_).IgnoreError();
   }
   void Arm(std::string path) { path_ = std::move(path); }
   void Release() { path_.clear(); }
 
  private:
+  Storage& storage_;
   std::string path_;
 };
 
@@ -54,8 +55,7 @@ absl::StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int w
   LocalPlan plan;
   plan.fingerprint = kStableHashSeed;
   for (const auto& [key, value] : state_dict.entries()) {
-    absl::Status s = ValidateKey(key);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(ValidateKey(key));
     const std::string k = absl::StrCat("key ", Quote(key), ": ");
     if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
       if (!dense->defined()) return absl::InvalidArgumentError(k + "the tensor is undefined");
@@ -158,8 +158,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
   std::map<std::pair<std::string, int>, Record> records;
   for (int r = 0; r < static_cast<int>(payloads.size()); ++r) {
     IndexFile file;
-    absl::Status s = DecodeRecords(payloads[r], r, &file, &records);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(DecodeRecords(payloads[r], r, &file, &records));
     index.files.push_back(std::move(file));
   }
   auto take = [&](const std::string& key, int shard, IndexShard* out) -> absl::Status {
@@ -184,8 +183,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
       IndexShard s;
       static_cast<Box&>(s) = Box::Whole(t.shape);
       s.rank = 0;
-      absl::Status st = take(key, -1, &s);
-      if (!st.ok()) return st;
+      SL_RETURN_IF_ERROR(take(key, -1, &s));
       t.shards.push_back(std::move(s));
     } else {
       const ShardedTensorMetadata& m = std::get<ShardedTensor>(value).metadata();
@@ -196,8 +194,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
         IndexShard s;
         static_cast<Box&>(s) = m.shards[i];
         s.rank = m.shards[i].placement.rank;
-        absl::Status st = take(key, static_cast<int>(i), &s);
-        if (!st.ok()) return st;
+        SL_RETURN_IF_ERROR(take(key, static_cast<int>(i), &s));
         t.shards.push_back(std::move(s));
       }
     }
@@ -208,16 +205,14 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
 }
 
 // Rank 0, after the commit: files of earlier saves and failed saves.
-void RemoveStaleFiles(const std::string& dir, const CheckpointIndex& index) {
-  auto names = ListDirectory(dir);
+void RemoveStaleFiles(Storage& storage, const std::string& dir, const CheckpointIndex& index) {
+  auto names = storage.List(dir);
   if (!names.ok()) return;
   for (const std::string& name : *names) {
-    if (IsCheckpointFileName(name) && index.FindFile(name) == nullptr) RemoveFile(JoinPath(dir, name)).IgnoreError();
+    if (IsCheckpointFileName(name) && index.FindFile(name) == nullptr) {
+      storage.Remove(JoinPath(dir, name)).IgnoreError();
+    }
   }
-}
-
-absl::Status RunHook(const SaveOptions& options, SaveStage stage, int rank) {
-  return options.fault_hook ? options.fault_hook(stage, rank) : absl::OkStatus();
 }
 
 // Rank 0: writes the index under a temporary name, renames it over
@@ -225,32 +220,25 @@ absl::Status RunHook(const SaveOptions& options, SaveStage stage, int rank) {
 // are the files the new index does not name removed: were the rename lost
 // (a crash before the directory reached the disk), the old index would come
 // back and need its files.
-absl::Status CommitIndex(const StateDict& state_dict, const std::vector<std::string>& payloads, const std::string& dir,
-                         const std::string& generation, const SaveOptions& options) {
-  auto index = BuildIndex(state_dict, payloads, generation, options.checksum_block_bytes);
-  if (!index.ok()) return index.status();
-  absl::Status s = ValidateIndex(*index, "new index");  // never commit what a load would refuse
-  if (!s.ok()) return s;
-  const std::string text = SerializeIndex(*index);
+absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const std::vector<std::string>& payloads,
+                         const std::string& dir, const std::string& generation, const SaveOptions& options) {
+  SL_ASSIGN_OR_RETURN(const CheckpointIndex index,
+                      BuildIndex(state_dict, payloads, generation, options.checksum_block_bytes));
+  SL_RETURN_IF_ERROR(ValidateIndex(index, "new index"));  // never commit what a load would refuse
+  const std::string text = SerializeIndex(index);
   const std::string temp = JoinPath(dir, TempIndexFileName(generation));
-  RemoveOnExit guard;
+  RemoveOnExit guard(storage);
   {
-    auto file = File::CreateNew(temp);
-    if (!file.ok()) return file.status();
+    SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, temp));
     guard.Arm(temp);
-    s = file->WriteAt(text.data(), static_cast<int64_t>(text.size()), 0);
-    if (s.ok()) s = file->Sync();
-    if (s.ok()) s = file->Close();
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(file.WriteAt(text.data(), static_cast<int64_t>(text.size()), 0));
+    SL_RETURN_IF_ERROR(file.Sync());
+    SL_RETURN_IF_ERROR(file.Close());
   }
-  s = RunHook(options, SaveStage::kIndexWritten, 0);
-  if (!s.ok()) return s;
-  s = RenameFile(temp, JoinPath(dir, kIndexFileName));
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(storage.Rename(temp, JoinPath(dir, kIndexFileName)));
   guard.Release();
   // Committed: from here a failure must not be reported as "nothing saved".
-  s = NoThrow([&] { return RunHook(options, SaveStage::kIndexRenamed, 0); });
-  if (s.ok()) s = SyncDirectory(dir);
+  const absl::Status s = NoThrow([&] { return storage.SyncDirectory(dir); });
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("the new checkpoint is committed (", kIndexFileName,
                                                " was renamed into place) but may not be durable: ", s.message(),
@@ -258,7 +246,7 @@ absl::Status CommitIndex(const StateDict& state_dict, const std::vector<std::str
   }
   if (options.remove_stale_files) {
     NoThrow([&] {  // best effort: leftovers go at the next save
-      RemoveStaleFiles(dir, *index);
+      RemoveStaleFiles(storage, dir, index);
       return absl::OkStatus();
     }).IgnoreError();
   }
@@ -271,6 +259,7 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
                             const SaveOptions& options, SaveStats* stats) {
   const int rank = pg.getRank();
   const int world = pg.getSize();
+  Storage& storage = StorageOrPosix(options.storage.get());
   const std::string what = absl::StrCat("checkpoint save to '", dir, "'");
   if (options.checksum_block_bytes < kMinBlockBytes || options.checksum_block_bytes > kMaxBlockBytes) {
     return absl::InvalidArgumentError(
@@ -287,8 +276,7 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
   absl::Status mine = NoThrow([&]() -> absl::Status {
     plan = PlanLocal(state_dict, rank, world);
     if (!plan.ok()) return plan.status();
-    absl::Status s = MakeDirectories(dir);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
     if (rank == 0) proposal = NewGeneration();
     return absl::OkStatus();
   });
@@ -300,48 +288,41 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
   // Step 2: this rank's data file, under a temporary name, fsynced.
   const std::string temp = JoinPath(dir, TempDataFileName(generation, rank));
   const std::string final_name = DataFileName(generation, rank);
-  RemoveOnExit guard;
+  RemoveOnExit guard(storage);
   int64_t bytes_written = 0;
   std::string payload;
   mine = NoThrow([&]() -> absl::Status {
     DataFileOptions file_options;
     file_options.block_bytes = options.checksum_block_bytes;
     file_options.buffer_bytes = options.buffer_bytes;
+    file_options.storage = &storage;
     file_options.metadata = {{"format", "shardlight.checkpoint"},
                              {"version", std::to_string(kFormatVersion)},
                              {"rank", std::to_string(rank)}};
-    absl::StatusOr<WrittenFile> written = WriteDataFile(temp, plan->entries, file_options);
-    if (!written.ok()) return written.status();
+    SL_ASSIGN_OR_RETURN(const WrittenFile written, WriteDataFile(temp, plan->entries, file_options));
     guard.Arm(temp);
-    bytes_written = written->bytes;
-    absl::Status s = RunHook(options, SaveStage::kDataWritten, rank);
-    if (!s.ok()) return s;
-    payload = RecordsPayload(final_name, *written, *plan);
+    bytes_written = written.bytes;
+    payload = RecordsPayload(final_name, written, *plan);
     return absl::OkStatus();
   });
 
   // Step 3: ranks agree every file is durable and share their shard records.
-  auto records = AgreeAndGather(pg, {mine, 0, payload}, context);
-  if (!records.ok()) return records.status();
+  SL_ASSIGN_OR_RETURN(const std::vector<std::string> records, AgreeAndGather(pg, {mine, 0, payload}, context));
 
   // Step 4: each rank moves its file to its final name; still invisible, as
   // no index names it yet. From here on a failure leaves it for the next
   // save's cleanup rather than racing a commit.
   mine = NoThrow([&]() -> absl::Status {
-    absl::Status s = RenameFile(temp, JoinPath(dir, final_name));
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(storage.Rename(temp, JoinPath(dir, final_name)));
     guard.Release();
-    s = SyncDirectory(dir);
-    if (!s.ok()) return s;
-    return RunHook(options, SaveStage::kDataRenamed, rank);
+    return storage.SyncDirectory(dir);
   });
-  absl::Status step4 = Agree(pg, mine, what);
-  if (!step4.ok()) return step4;
+  SL_RETURN_IF_ERROR(Agree(pg, mine, what));
 
   // Step 5: rank 0 commits the index, last, then removes stale files.
   mine = absl::OkStatus();
   if (rank == 0) {
-    mine = NoThrow([&] { return CommitIndex(state_dict, *records, dir, generation, options); });
+    mine = NoThrow([&] { return CommitIndex(storage, state_dict, records, dir, generation, options); });
   }
 
   // Step 6: every rank returns rank 0's outcome.
