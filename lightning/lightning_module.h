@@ -20,7 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "lightning/feature_gate.h"
+#include "lightning/gate/feature_gate.h"
 #include "lightning/optimizer.h"
 #include "lightning/sharded_module.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>

@@ -9,7 +9,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include "absl/strings/str_join.h"
-#include "lightning/simulated_builds.h"
+#include "lightning/gate/simulated_builds.h"
 #include "sharded/factories.h"
 #include "simulate/simulated_cluster.h"
 

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "lightning/feature_gate.h"
+#include "lightning/gate/feature_gate.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/sharded_tensor.h"
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "lightning/collective_probe.h"
+#include "lightning/gate/collective_probe.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/agreement.h"
 #include "sharded/collectives.h"

@@ -5,10 +5,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "lightning/collective_probe.h"
-#include "lightning/feature_gate.h"
-#include "lightning/simulated_builds.h"
-#include "lightning/torch_build.h"
+#include "lightning/gate/collective_probe.h"
+#include "lightning/gate/feature_gate.h"
+#include "lightning/gate/simulated_builds.h"
+#include "lightning/gate/torch_build.h"
 #include "simulate/simulated_cluster.h"
 
 namespace shardlight::simulate {

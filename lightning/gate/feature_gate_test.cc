@@ -1,4 +1,4 @@
-#include "lightning/feature_gate.h"
+#include "lightning/gate/feature_gate.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <set>
 #include <string>
 
-#include "lightning/simulated_builds.h"
+#include "lightning/gate/simulated_builds.h"
 
 namespace shardlight::lightning {
 namespace {

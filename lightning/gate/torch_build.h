@@ -12,16 +12,16 @@
 // Errors: FromParts/Current return InvalidArgument when the show_config text is
 // malformed (see build_settings.h). A malformed version string is *not* an
 // error: it only explains, so it is kept as version()'s status and warned about.
-#ifndef SHARDLIGHT_LIGHTNING_TORCH_BUILD_H_
-#define SHARDLIGHT_LIGHTNING_TORCH_BUILD_H_
+#ifndef SHARDLIGHT_LIGHTNING_GATE_TORCH_BUILD_H_
+#define SHARDLIGHT_LIGHTNING_GATE_TORCH_BUILD_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "lightning/build_settings.h"
-#include "lightning/torch_version.h"
+#include "lightning/gate/build_settings.h"
+#include "lightning/gate/torch_version.h"
 
 namespace shardlight::lightning {
 
@@ -108,4 +108,4 @@ class TorchBuild {
 
 }  // namespace shardlight::lightning
 
-#endif  // SHARDLIGHT_LIGHTNING_TORCH_BUILD_H_
+#endif  // SHARDLIGHT_LIGHTNING_GATE_TORCH_BUILD_H_

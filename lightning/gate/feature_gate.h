@@ -14,15 +14,15 @@
 // SHARDLIGHT_DISABLE_SHARDED set to anything but ""/0/false/no/off turns the
 // feature off, with the variable named in the reason. Nothing here returns an
 // error: an undescribable build is a decision (off) with the error as reason.
-#ifndef SHARDLIGHT_LIGHTNING_FEATURE_GATE_H_
-#define SHARDLIGHT_LIGHTNING_FEATURE_GATE_H_
+#ifndef SHARDLIGHT_LIGHTNING_GATE_FEATURE_GATE_H_
+#define SHARDLIGHT_LIGHTNING_GATE_FEATURE_GATE_H_
 
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lightning/torch_build.h"
+#include "lightning/gate/torch_build.h"
 
 namespace shardlight::lightning {
 
@@ -79,4 +79,4 @@ const FeatureDecision& ShardedFeature();
 
 }  // namespace shardlight::lightning
 
-#endif  // SHARDLIGHT_LIGHTNING_FEATURE_GATE_H_
+#endif  // SHARDLIGHT_LIGHTNING_GATE_FEATURE_GATE_H_

@@ -8,15 +8,15 @@
 //
 // Nothing here fails: a build whose description does not parse is kept as
 // that error (build.status()), and its expected decision is "off".
-#ifndef SHARDLIGHT_LIGHTNING_SIMULATED_BUILDS_H_
-#define SHARDLIGHT_LIGHTNING_SIMULATED_BUILDS_H_
+#ifndef SHARDLIGHT_LIGHTNING_GATE_SIMULATED_BUILDS_H_
+#define SHARDLIGHT_LIGHTNING_GATE_SIMULATED_BUILDS_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "lightning/feature_gate.h"
-#include "lightning/torch_build.h"
+#include "lightning/gate/feature_gate.h"
+#include "lightning/gate/torch_build.h"
 
 namespace shardlight::lightning {
 
@@ -42,4 +42,4 @@ FeatureDecision Decide(const SimulatedBuild& simulated);
 
 }  // namespace shardlight::lightning
 
-#endif  // SHARDLIGHT_LIGHTNING_SIMULATED_BUILDS_H_
+#endif  // SHARDLIGHT_LIGHTNING_GATE_SIMULATED_BUILDS_H_

@@ -5,7 +5,7 @@
 
 #include <cstdlib>
 
-#include "lightning/feature_gate.h"
+#include "lightning/gate/feature_gate.h"
 
 namespace shardlight::lightning {
 namespace {

@@ -1,4 +1,4 @@
-#include "lightning/simulated_builds.h"
+#include "lightning/gate/simulated_builds.h"
 
 #include <utility>
 

@@ -9,7 +9,7 @@
 #include <torch/version.h>
 
 #include "absl/strings/str_cat.h"
-#include "lightning/torch_build.h"
+#include "lightning/gate/torch_build.h"
 
 #ifdef USE_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>

@@ -1,4 +1,4 @@
-#include "lightning/collective_probe.h"
+#include "lightning/gate/collective_probe.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-#include "lightning/torch_version.h"
+#include "lightning/gate/torch_version.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "lightning/feature_gate.h"
+#include "lightning/gate/feature_gate.h"
 
 #include <algorithm>
 #include <cstdlib>

@@ -10,8 +10,8 @@
 // where LOCAL is alphanumeric segments joined by '.', '-' or '_'.
 // ParseTorchVersion returns InvalidArgument, quoting the input and saying what
 // is wrong, for anything else ("", "1..2", "abc", "1.13.0+", "1.x").
-#ifndef SHARDLIGHT_LIGHTNING_TORCH_VERSION_H_
-#define SHARDLIGHT_LIGHTNING_TORCH_VERSION_H_
+#ifndef SHARDLIGHT_LIGHTNING_GATE_TORCH_VERSION_H_
+#define SHARDLIGHT_LIGHTNING_GATE_TORCH_VERSION_H_
 
 #include <cstdint>
 #include <optional>
@@ -80,4 +80,4 @@ absl::StatusOr<TorchVersion> ParseTorchVersion(absl::string_view text);
 
 }  // namespace shardlight::lightning
 
-#endif  // SHARDLIGHT_LIGHTNING_TORCH_VERSION_H_
+#endif  // SHARDLIGHT_LIGHTNING_GATE_TORCH_VERSION_H_

@@ -13,8 +13,8 @@
 // no "Build settings:" line, an entry is not KEY=VALUE, a key repeats,
 // TORCH_VERSION is missing or not a version, or a USE_* value is not one of
 // ON/OFF/1/0/TRUE/FALSE/YES/NO.
-#ifndef SHARDLIGHT_LIGHTNING_BUILD_SETTINGS_H_
-#define SHARDLIGHT_LIGHTNING_BUILD_SETTINGS_H_
+#ifndef SHARDLIGHT_LIGHTNING_GATE_BUILD_SETTINGS_H_
+#define SHARDLIGHT_LIGHTNING_GATE_BUILD_SETTINGS_H_
 
 #include <map>
 #include <optional>
@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "lightning/torch_version.h"
+#include "lightning/gate/torch_version.h"
 
 namespace shardlight::lightning {
 
@@ -41,4 +41,4 @@ absl::StatusOr<BuildSettings> ParseBuildSettings(absl::string_view show_config);
 
 }  // namespace shardlight::lightning
 
-#endif  // SHARDLIGHT_LIGHTNING_BUILD_SETTINGS_H_
+#endif  // SHARDLIGHT_LIGHTNING_GATE_BUILD_SETTINGS_H_

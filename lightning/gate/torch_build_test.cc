@@ -1,4 +1,4 @@
-#include "lightning/torch_build.h"
+#include "lightning/gate/torch_build.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -11,8 +11,8 @@
 //    collective that threw (e.g. "does not support alltoall_base"), did not
 //    finish within `timeout`, or returned wrong data. After a failure ranks may
 //    be out of step: discard the group.
-#ifndef SHARDLIGHT_LIGHTNING_COLLECTIVE_PROBE_H_
-#define SHARDLIGHT_LIGHTNING_COLLECTIVE_PROBE_H_
+#ifndef SHARDLIGHT_LIGHTNING_GATE_COLLECTIVE_PROBE_H_
+#define SHARDLIGHT_LIGHTNING_GATE_COLLECTIVE_PROBE_H_
 
 #include <chrono>
 
@@ -27,4 +27,4 @@ absl::Status ProbeCollectives(c10d::ProcessGroup& pg, std::chrono::milliseconds 
 
 }  // namespace shardlight::lightning
 
-#endif  // SHARDLIGHT_LIGHTNING_COLLECTIVE_PROBE_H_
+#endif  // SHARDLIGHT_LIGHTNING_GATE_COLLECTIVE_PROBE_H_

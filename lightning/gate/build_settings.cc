@@ -1,4 +1,4 @@
-#include "lightning/build_settings.h"
+#include "lightning/gate/build_settings.h"
 
 #include <vector>
 
