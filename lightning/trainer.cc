@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lightning/collective_probe.h"
+#include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/collectives.h"
 #include "sharded/status_macros.h"
@@ -101,6 +102,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   // Setup: the collectives must work before any sharded state is created.
   SL_RETURN_IF_ERROR(ProbeCollectives(*pg, options_.probe_timeout));
   SL_RETURN_IF_ERROR(module.ConfigureShardedModel({pg, state.rank, state.world_size, options_.seed}));
+  SL_RETURN_IF_ERROR(metrics::BindMetrics(module, pg));  // metrics: reduce over pg, sharded states created
   SL_ASSIGN_OR_RETURN(std::unique_ptr<Optimizer> optimizer, module.ConfigureOptimizers());
   if (optimizer == nullptr) return absl::InvalidArgumentError(module.name() + "::ConfigureOptimizers returned null");
   const Trainables trainables = TrainablesOf(module);
@@ -111,6 +113,9 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   if (checkpoints && options_.resume) {
     SL_ASSIGN_OR_RETURN(bool committed, CheckpointCommitted(options_.checkpoint_dir, *pg));
     if (committed) {
+      // metrics: cat states take their sizes from the checkpoint; the dict is rebuilt to match.
+      SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", options_.checkpoint_dir, *pg));
+      SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step));
       ckpt::LoadOptions load;
       load.verify_before_write = true;  // a damaged checkpoint changes nothing
       SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, load));
@@ -126,6 +131,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
 
   auto save = [&](int64_t done) -> absl::Status {
     SL_RETURN_IF_ERROR(ForEachCallback(callbacks_, [&](Callback& c) { return c.OnSaveStart(state, done); }));
+    // metrics: rebuilt so metric states are synced and grown (cat) states saved at their current size.
+    SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step));
     SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, options_.save_options));
     ++result.checkpoints_saved;
     return ForEachCallback(callbacks_, [&](Callback& c) {
