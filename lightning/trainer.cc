@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lightning/collective_probe.h"
+#include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/agreement.h"
 #include "sharded/collectives.h"
@@ -123,6 +124,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     return absl::OkStatus();
   });
   SL_RETURN_IF_ERROR(sharded::Agree(*pg, configured, "configure"));
+  SL_RETURN_IF_ERROR(metrics::BindMetrics(module, pg));  // metrics: reduce over pg, sharded states created
   const Trainables trainables = TrainablesOf(module);
   at::Tensor step = at::zeros({1}, at::kLong);
   SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step));
@@ -131,6 +133,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   if (checkpoints && options_.resume) {
     SL_ASSIGN_OR_RETURN(bool committed, CheckpointCommitted(options_.checkpoint_dir, *pg));
     if (committed) {
+      // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
+      SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", options_.checkpoint_dir, *pg));
       SL_RETURN_IF_ERROR(Resume(module, *optimizer, step, *pg));
       state.start_step = step[0].item<int64_t>();
       SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnLoadCheckpoint", [&](Callback& c) {
@@ -146,6 +150,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   auto save = [&](int64_t done) -> absl::Status {
     SL_RETURN_IF_ERROR(
         CallbacksAgree(callbacks_, *pg, "OnSaveStart", [&](Callback& c) { return c.OnSaveStart(state, done); }));
+    // metrics: rebuilt so metric states are synced and grown (cat) states saved at their current size.
+    SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step));
     SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, options_.save_options));
     ++result.checkpoints_saved;
     return CallbacksAgree(callbacks_, *pg, "OnSaveCheckpoint", [&](Callback& c) {
