@@ -5,13 +5,16 @@
 #include <iostream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lightning/collective_probe.h"
 #include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/agreement.h"
+#include "sharded/checkpoint/checkpoint_reader.h"
 #include "sharded/collectives.h"
 #include "sharded/no_throw.h"
+#include "sharded/stable_hash.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::lightning {
@@ -76,6 +79,30 @@ absl::StatusOr<bool> CheckpointCommitted(const std::string& dir, c10d::ProcessGr
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       sharded::AgreeAndGather(pg, {absl::OkStatus(), 0, here ? "1" : "0"}, {"resume"}));
   return all[0] == "1";
+}
+
+// What the committed checkpoint in `dir` holds besides the model, agreed
+// across ranks: {optimizer state, the step}. A weights-only checkpoint (`ckpt
+// import` of a torch.save or Lightning file) holds neither.
+struct SavedExtras {
+  bool optimizer = false;
+  bool step = false;
+};
+absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, c10d::ProcessGroup& pg) {
+  SavedExtras mine;
+  const absl::Status read = sharded::NoThrow([&]() -> absl::Status {
+    SL_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(dir));
+    for (const ckpt::IndexTensor& t : reader.index().tensors) {
+      mine.optimizer = mine.optimizer || absl::StartsWith(t.key, "optimizer.");
+      mine.step = mine.step || t.key == "trainer.step";
+    }
+    return absl::OkStatus();
+  });
+  const std::string payload = absl::StrCat(mine.optimizer ? "1" : "0", mine.step ? "1" : "0");
+  SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                      sharded::AgreeAndGather(pg, {read, sharded::StableHash(payload), payload},
+                                              {absl::StrCat("resume from '", dir, "'"), "checkpoint contents"}));
+  return SavedExtras{all[0][0] == '1', all[0][1] == '1'};
 }
 
 // Every callback's hook on this rank, then agreement: one rank's failing
@@ -207,8 +234,14 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
     SL_RETURN_IF_ERROR(model.Insert(key, fresh));
     SL_RETURN_IF_ERROR(target.Insert("model." + key, fresh));
   }
-  SL_RETURN_IF_ERROR(optimizer.AddStateTo(target, "optimizer."));
-  SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
+  SL_ASSIGN_OR_RETURN(const SavedExtras extras, CheckpointExtras(options_.checkpoint_dir, pg));
+  if (extras.optimizer) {
+    SL_RETURN_IF_ERROR(optimizer.AddStateTo(target, "optimizer."));
+  } else if (pg.getRank() == 0) {
+    std::cout << "resume: the checkpoint in " << options_.checkpoint_dir
+              << " holds no optimizer state (weights only): the optimizer starts fresh\n";
+  }
+  if (extras.step) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
   ckpt::LoadOptions load;
   load.verify_before_write = true;  // a damaged checkpoint changes nothing
   SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, options_.checkpoint_dir, pg, load));
