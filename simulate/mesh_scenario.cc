@@ -207,7 +207,7 @@ absl::Status RunMeshScenario(const ScenarioOptions& options, std::ostream& out) 
   });
   if (temporary) std::filesystem::remove_all(dir);
   if (!reloaded.ok()) return reloaded;
-  out << "mesh: checkpoint of the 2x2 mesh reloaded on a 1x3 mesh: loaded == saved\n";
+  out << "mesh: checkpoint of the 2x2 mesh reloaded on a 1x3 mesh; loaded model equals saved: yes\n";
   return absl::OkStatus();
 }
 
