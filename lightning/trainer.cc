@@ -5,12 +5,16 @@
 #include <iostream>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lightning/gate/collective_probe.h"
+#include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/agreement.h"
+#include "sharded/checkpoint/checkpoint_reader.h"
 #include "sharded/collectives.h"
 #include "sharded/no_throw.h"
+#include "sharded/stable_hash.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::lightning {
@@ -77,6 +81,31 @@ absl::StatusOr<bool> CheckpointCommitted(const std::string& dir, ckpt::Storage* 
   return all[0] == "1";
 }
 
+// What the committed checkpoint in `dir` holds besides the model, agreed
+// across ranks: {optimizer state, the step}. A weights-only checkpoint (`ckpt
+// import` of a torch.save or Lightning file) holds neither.
+struct SavedExtras {
+  bool optimizer = false;
+  bool step = false;
+};
+absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Storage* storage,
+                                             c10d::ProcessGroup& pg) {
+  SavedExtras mine;
+  const absl::Status read = sharded::NoThrow([&]() -> absl::Status {
+    SL_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(dir, ckpt::StorageOrPosix(storage)));
+    for (const ckpt::IndexTensor& t : reader.index().tensors) {
+      mine.optimizer = mine.optimizer || absl::StartsWith(t.key, "optimizer.");
+      mine.step = mine.step || t.key == "trainer.step";
+    }
+    return absl::OkStatus();
+  });
+  const std::string payload = absl::StrCat(mine.optimizer ? "1" : "0", mine.step ? "1" : "0");
+  SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                      sharded::AgreeAndGather(pg, {read, sharded::StableHash(payload), payload},
+                                              {absl::StrCat("resume from '", dir, "'"), "checkpoint contents"}));
+  return SavedExtras{all[0][0] == '1', all[0][1] == '1'};
+}
+
 // Every callback's hook on this rank, then agreement: one rank's failing
 // callback fails every rank with its error.
 template <typename F>
@@ -123,6 +152,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     return absl::OkStatus();
   });
   SL_RETURN_IF_ERROR(sharded::Agree(*pg, configured, "configure"));
+  SL_RETURN_IF_ERROR(metrics::BindMetrics(module, pg));  // metrics: reduce over pg, sharded states created
   const Trainables trainables = TrainablesOf(module);
   at::Tensor step = at::zeros({1}, at::kLong);
   SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step));
@@ -131,6 +161,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   if (checkpoints && options_.resume) {
     SL_ASSIGN_OR_RETURN(bool committed, CheckpointCommitted(options_.checkpoint_dir, options_.save_options.storage.get(), *pg));
     if (committed) {
+      // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
+      SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", options_.checkpoint_dir, *pg));
       SL_RETURN_IF_ERROR(Resume(module, *optimizer, step, *pg));
       state.start_step = step[0].item<int64_t>();
       SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnLoadCheckpoint", [&](Callback& c) {
@@ -144,6 +176,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       CallbacksAgree(callbacks_, *pg, "OnTrainStart", [&](Callback& c) { return c.OnTrainStart(state); }));
 
   auto save = [&](int64_t done) -> absl::Status {
+    // metrics: rebuilt so metric states are synced and grown (cat) states saved at their current size.
+    SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step));
     SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, options_.save_options));
     ++result.checkpoints_saved;
     return CallbacksAgree(callbacks_, *pg, "OnSaveCheckpoint", [&](Callback& c) {
@@ -199,8 +233,15 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
     SL_RETURN_IF_ERROR(model.Insert(key, fresh));
     SL_RETURN_IF_ERROR(target.Insert("model." + key, fresh));
   }
-  SL_RETURN_IF_ERROR(optimizer.AddStateTo(target, "optimizer."));
-  SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
+  SL_ASSIGN_OR_RETURN(const SavedExtras extras,
+                      CheckpointExtras(options_.checkpoint_dir, options_.save_options.storage.get(), pg));
+  if (extras.optimizer) {
+    SL_RETURN_IF_ERROR(optimizer.AddStateTo(target, "optimizer."));
+  } else if (pg.getRank() == 0) {
+    std::cout << "resume: the checkpoint in " << options_.checkpoint_dir
+              << " holds no optimizer state (weights only): the optimizer starts fresh\n";
+  }
+  if (extras.step) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
   ckpt::LoadOptions load;
   load.verify_before_write = true;  // a damaged checkpoint changes nothing
   load.storage = options_.save_options.storage;

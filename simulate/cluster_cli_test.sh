@@ -26,6 +26,8 @@ out=$("$bin" --scenario=reshard --world_size=5 2>&1) || fail "reshard exited $?:
 grep -q "moved at most once, and only when its owner changed: yes" <<<"$out" || fail "reshard: $out"
 out=$("$bin" --scenario=roundtrip --world_size=3 2>&1) || fail "roundtrip exited $?: $out"
 grep -q "loaded model equals saved: yes" <<<"$out" || fail "roundtrip: $out"
+out=$("$bin" --scenario=mesh --steps=3 2>&1) || fail "mesh exited $?: $out"
+grep -q "1x3 mesh; loaded model equals saved: yes" <<<"$out" || fail "mesh: $out"
 
 out=$("$bin" --scenario=collectives --world_size=3 --steps=2 2>&1) || fail "collectives exited $?: $out"
 grep -q "collectives: 3 ranks" <<<"$out" || fail "no report header in: $out"

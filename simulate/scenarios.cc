@@ -1,5 +1,6 @@
 #include "simulate/collectives_scenario.h"
 #include "simulate/gate_scenario.h"
+#include "simulate/mesh_scenario.h"
 #include "simulate/reshard_scenario.h"
 #include "simulate/train_scenario.h"
 #include "simulate/scenario.h"
@@ -20,6 +21,8 @@ const std::vector<Scenario>& AllScenarios() {
        &RunCollectivesScenario},
       {"gate", "the feature gate's decision for this build beside NGC-style simulated builds, and the probe",
        &RunGateScenario},
+      {"mesh", "tensor-parallel layers on a 2x2 device mesh, checked against dense training, reloaded on 1x3",
+       &RunMeshScenario},
   };
   return *scenarios;
 }

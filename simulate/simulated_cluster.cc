@@ -100,6 +100,7 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
     std::unique_ptr<sharded::RankMonitor::Attachment> monitor;
     ctx.rank = rank;
     ctx.world_size = world_size_;
+    ctx.store = c10::make_intrusive<c10d::PrefixStore>("user/", run_store);
     absl::Status status = sharded::NoThrow([&]() -> absl::Status {
       sharded::GlooGroupOptions options;
       options.timeout = options_.collective_timeout;
@@ -124,6 +125,7 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
     // on it fail now rather than at the collective timeout; its heartbeat stops.
     monitor.reset();
     ctx.pg.reset();
+    ctx.store.reset();
   };
 
   std::vector<std::thread> threads;

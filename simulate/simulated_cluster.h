@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 
 namespace shardlight::simulate {
 
@@ -41,6 +42,9 @@ struct RankContext {
   int rank = 0;
   int world_size = 1;
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  // This run's store (fresh prefix per Run), for sub-groups such as a device
+  // mesh's rows and columns.
+  c10::intrusive_ptr<c10d::Store> store;
 };
 
 // The rank that raised the error Run returned, if the error came from a rank.

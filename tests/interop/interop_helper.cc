@@ -8,11 +8,12 @@
 //   interop_helper resume IMPORTED TRAIN_DIR EXPECT_DIR STEPS
 //     an EmbeddingMlp takes its weights and step from IMPORTED (a Lightning
 //     import with --prefix=model. --global_step_key=trainer.step), checked
-//     against EXPECT_DIR; that state seeds TRAIN_DIR, and the Trainer resumes
-//     there and runs STEPS more steps.
+//     against EXPECT_DIR; the Trainer then resumes from a copy of the import
+//     in TRAIN_DIR (weights only: a fresh optimizer) and runs STEPS more steps.
 // Exits 0 when every check passes; prints the first failure otherwise.
 #include <ATen/ATen.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -134,9 +135,15 @@ int Resume(const std::string& imported, const std::string& train_dir, const std:
     return 1;
   }
   std::vector<int64_t> starts(3, -1);
+  std::error_code ec;
+  std::filesystem::copy(imported, train_dir, std::filesystem::copy_options::recursive, ec);
+  if (ec) {
+    std::cerr << "resume: copying " << imported << " to " << train_dir << ": " << ec.message() << "\n";
+    return 1;
+  }
   simulate::SimulatedCluster cluster(3);
   absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
-    // Seed TRAIN_DIR: the module and step from the import, a fresh optimizer.
+    // The imported weights (and step) are the ones Python wrote.
     {
       simulate::EmbeddingMlp module;
       SL_RETURN_IF_ERROR(module.ConfigureShardedModel({ctx.pg, ctx.rank, 3, /*seed=*/1}));
@@ -155,12 +162,13 @@ int Resume(const std::string& imported, const std::string& train_dir, const std:
         if (!full.ok()) return full.status();
         SL_RETURN_IF_ERROR(CheckValue(e, *full));
       }
-      SL_RETURN_IF_ERROR(sharded::checkpoint::SaveCheckpoint(*all, train_dir, *ctx.pg));
     }
+    // The Trainer resumes from the import itself (weights only: a fresh
+    // optimizer), in a copy so the import stays as it was.
     simulate::EmbeddingMlp module;
     lightning::TrainerOptions options;
     options.seed = 1;
-    options.checkpoint_dir = train_dir;
+    options.checkpoint_dir = train_dir;  // a copy of the import, made before the ranks start
     options.max_steps = 40 + steps;
     lightning::Trainer trainer(options);
     simulate::SyntheticRegression data(96, 32, 1);

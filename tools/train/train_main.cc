@@ -1,8 +1,8 @@
 // One rank of the main job's training, in this process, under a real
 // launcher: torchrun (--no_python), Slurm's srun or Open MPI's mpirun.
 //
-//   torchrun --standalone --nproc_per_node=4 --no_python bazel-bin/tools/train/train \
-//       --steps=10 --checkpoint_dir=/tmp/ckpt
+//   torchrun --standalone --nproc_per_node=4 --no_python --redirects=2 --tee=2
+//       --log_dir=/tmp/logs bazel-bin/tools/train/train --steps=10 --checkpoint_dir=/tmp/ckpt
 //
 // The model, data, Trainer and checkpoints are those of `bazel run
 // //simulate:cluster` (simulate/training_run.h: one code path for threads and
