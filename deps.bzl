@@ -17,15 +17,12 @@ load(
     "offline_rules_cc",
     "offline_rules_java",
 )
-load(
-    "//tools/bazel:system_libs.bzl",
-    "absl_repository",
-    "benchmark_repository",
-    "gloo_repository",
-    "googletest_repository",
-    "libtorch_repository",
-    "nlohmann_json_repository",
-)
+load("//tools/bazel/system_libs:absl.bzl", "absl_repository")
+load("//tools/bazel/system_libs:benchmark.bzl", "benchmark_repository")
+load("//tools/bazel/system_libs:gloo.bzl", "gloo_repository")
+load("//tools/bazel/system_libs:googletest.bzl", "googletest_repository")
+load("//tools/bazel/system_libs:libtorch.bzl", "libtorch_repository")
+load("//tools/bazel/system_libs:nlohmann_json.bzl", "nlohmann_json_repository")
 
 def shardlight_dependencies():
     maybe(offline_rules_cc, name = "rules_cc")

@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "lightning/gate/simulated_builds.h"
 #include "sharded/factories.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning {
 namespace {

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sharded/mismatch.h"
 #include "sharded/agreement.h"
 #include "sharded/no_throw.h"
 #include "sharded/stable_hash.h"
@@ -89,16 +90,8 @@ sharded::EnumerableShardingSpec LayoutOf(const ShardedTensor& t) {
 
 absl::Status CheckCompatible(const std::string& key, const std::vector<int64_t>& sizes, c10::ScalarType dtype,
                              const ShardedTensor& member) {
-  if (sizes != member.sizes()) {
-    return absl::InvalidArgumentError(absl::StrCat("size mismatch for key \"", key, "\": the state dict has ",
-                                                   sharded::ShapeToString(sizes), ", the module has ",
-                                                   sharded::ShapeToString(member.sizes())));
-  }
-  if (dtype != member.dtype()) {
-    return absl::InvalidArgumentError(absl::StrCat("dtype mismatch for key \"", key, "\": the state dict has ",
-                                                   c10::toString(dtype), ", the module has ",
-                                                   c10::toString(member.dtype())));
-  }
+  SL_RETURN_IF_ERROR(sharded::CheckSizeAndDtype(key, {"the state dict", sizes, dtype},
+                                                {"the module", member.sizes(), member.dtype()}));
   return absl::OkStatus();
 }
 

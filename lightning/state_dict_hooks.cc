@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sharded/mismatch.h"
 #include "sharded/shard_metadata.h"
 #include "sharded/status_macros.h"
 
@@ -128,16 +129,8 @@ absl::StatusOr<LoadReport> LoadStateDict(torch::nn::Module& module, StateDict di
                                                      name, "\" is a dense parameter or buffer"));
     }
     const at::Tensor& src = std::get<at::Tensor>(*value);
-    if (src.sizes() != dest.sizes()) {
-      return absl::InvalidArgumentError(absl::StrCat("size mismatch for key \"", name, "\": the state dict has ",
-                                                     sharded::ShapeToString(src.sizes().vec()), ", the module has ",
-                                                     sharded::ShapeToString(dest.sizes().vec())));
-    }
-    if (src.scalar_type() != dest.scalar_type()) {
-      return absl::InvalidArgumentError(absl::StrCat("dtype mismatch for key \"", name, "\": the state dict has ",
-                                                     c10::toString(src.scalar_type()), ", the module has ",
-                                                     c10::toString(dest.scalar_type())));
-    }
+    SL_RETURN_IF_ERROR(sharded::CheckSizeAndDtype(name, {"the state dict", src.sizes().vec(), src.scalar_type()},
+                                                  {"the module", dest.sizes().vec(), dest.scalar_type()}));
     copies.emplace_back(dest, src);
     report.loaded_keys.push_back(name);
   }

@@ -11,7 +11,7 @@
 #include "lightning/state_dict_hooks.h"
 #include "lightning/test_modules.h"
 #include "sharded/status_macros.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning {
 namespace {

@@ -11,7 +11,7 @@
 #include "sharded/factories.h"
 #include "sharded/sharded_tensor.h"
 #include "sharded/test_layouts.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded {
 namespace {

@@ -9,9 +9,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "simulate/fault_plan.h"
+#include "simulate/core/fault_plan.h"
 #include "simulate/scenario.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 #include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(int, world_size, 4, "number of thread-ranks, 1..64");

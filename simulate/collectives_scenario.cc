@@ -8,7 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "simulate/collectives_scenario.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::simulate {
 namespace {

@@ -9,7 +9,7 @@
 #include "lightning/gate/feature_gate.h"
 #include "lightning/gate/simulated_builds.h"
 #include "lightning/gate/torch_build.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::simulate {
 namespace {

@@ -1,10 +1,8 @@
 #include "simulate/mesh_scenario.h"
 
 #include <cmath>
-#include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -17,7 +15,8 @@
 #include "sharded/mesh/mesh_tensor.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/state_dict.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
+#include "simulate/training_run.h"
 
 namespace shardlight::simulate {
 namespace {
@@ -79,11 +78,9 @@ Losses TrainDense(uint64_t seed, int steps, at::Tensor* w1_out, at::Tensor* w2_o
 
 absl::Status RunMeshScenario(const ScenarioOptions& options, std::ostream& out) {
   const int steps = options.steps;
-  std::string dir = options.checkpoint_dir;
-  const bool temporary = dir.empty();
-  if (temporary) {
-    dir = (std::filesystem::temp_directory_path() / absl::StrCat("shardlight_mesh_", ::getpid())).string();
-  }
+  TempDir temp;  // removed on every return
+  const std::string dir = options.checkpoint_dir.empty() ? temp.path() : options.checkpoint_dir;
+  if (dir.empty()) return absl::InternalError("could not create a temporary checkpoint directory");
   at::Tensor dense_w1, dense_w2, saved_w1, saved_w2;  // saved_*: written by rank 0
   const Losses dense = TrainDense(options.seed, steps, &dense_w1, &dense_w2);
 
@@ -205,7 +202,6 @@ absl::Status RunMeshScenario(const ScenarioOptions& options, std::ostream& out) 
     }
     return absl::OkStatus();
   });
-  if (temporary) std::filesystem::remove_all(dir);
   if (!reloaded.ok()) return reloaded;
   out << "mesh: checkpoint of the 2x2 mesh reloaded on a 1x3 mesh; loaded model equals saved: yes\n";
   return absl::OkStatus();

@@ -11,7 +11,7 @@
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/factories.h"
 #include "simulate/embedding_mlp.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
 
 namespace shardlight::simulate {

@@ -4,7 +4,7 @@
 #include <iomanip>
 
 #include "absl/strings/str_cat.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
 
 namespace shardlight::simulate {

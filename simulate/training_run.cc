@@ -4,13 +4,13 @@
 
 #include <filesystem>
 #include <iomanip>
-
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "sharded/stable_hash.h"
 #include "lightning/trainer.h"
-#include "simulate/simulated_cluster.h"
+#include "sharded/stable_hash.h"
+#include "simulate/core/simulated_cluster.h"
+#include "simulate/fault_injector.h"
 
 namespace shardlight::simulate {
 namespace {

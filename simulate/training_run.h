@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "lightning/callback.h"
 #include "simulate/embedding_mlp.h"
-#include "simulate/fault_plan.h"
+#include "simulate/core/fault_plan.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace shardlight::simulate {

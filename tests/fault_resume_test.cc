@@ -6,7 +6,7 @@
 
 #include <chrono>
 
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
 
 namespace shardlight::simulate {

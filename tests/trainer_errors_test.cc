@@ -12,7 +12,7 @@
 #include "lightning/trainer.h"
 #include "sharded/status_macros.h"
 #include "simulate/embedding_mlp.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight {
 namespace {

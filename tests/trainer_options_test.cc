@@ -7,7 +7,7 @@
 
 #include "lightning/trainer.h"
 #include "simulate/embedding_mlp.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
 
 namespace shardlight {

@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "lightning/trainer.h"
 #include "simulate/embedding_mlp.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight {
 namespace {

@@ -18,6 +18,8 @@ packages=(
   openmpi-bin            # mpirun (real-process tests)
   iproute2               # ip netns + veth (the two-host test)
   procps                 # pgrep (the kill tests find a worker by rank)
+  clang-14               # libFuzzer targets (tools/fuzz.sh)
+  libclang-rt-14-dev     # libFuzzer and the sanitizer runtimes for clang-14
 )
 
 missing=()

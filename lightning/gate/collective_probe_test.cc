@@ -9,7 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "lightning/metrics/confusion_matrix.h"
 #include "sharded/status_macros.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 using shardlight::lightning::metrics::ConfusionMatrix;
 using shardlight::simulate::RankContext;

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sharded/mismatch.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/agreement.h"
 #include "sharded/collectives.h"
@@ -479,14 +480,12 @@ absl::StatusOr<at::Tensor> TakeDense(StateDict& dict, const std::string& key, co
   std::vector<int64_t> got = dense->sizes().vec();
   if (any_rows && !got.empty()) got.erase(got.begin());
   if (got != shape || (any_rows && dense->dim() == 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("size mismatch for key \"", key, "\": the state dict has [",
-                                                   absl::StrJoin(dense->sizes().vec(), ", "), "], the metric wants ",
-                                                   any_rows ? "[rows, " : "[", absl::StrJoin(shape, ", "), "]"));
+    return sharded::MismatchError("size", key, "the state dict", sharded::ShapeToString(dense->sizes().vec()),
+                                  "the metric", absl::StrCat(any_rows ? "[rows, " : "[", absl::StrJoin(shape, ", "), "]"));
   }
   if (dense->scalar_type() != dtype) {
-    return absl::InvalidArgumentError(absl::StrCat("dtype mismatch for key \"", key, "\": the state dict has ",
-                                                   c10::toString(dense->scalar_type()), ", the metric has ",
-                                                   c10::toString(dtype)));
+    return sharded::MismatchError("dtype", key, "the state dict", c10::toString(dense->scalar_type()), "the metric",
+                                  c10::toString(dtype));
   }
   return *dense;
 }

@@ -20,7 +20,7 @@
 #include "lightning/metrics/mean_squared_error.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/status_macros.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning::metrics {
 namespace {

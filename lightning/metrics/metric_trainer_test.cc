@@ -24,7 +24,7 @@
 #include "lightning/metrics/metrics_callback.h"
 #include "lightning/trainer.h"
 #include "sharded/status_macros.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning::metrics {
 namespace {

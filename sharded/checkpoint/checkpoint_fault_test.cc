@@ -22,7 +22,7 @@
 #include "sharded/checkpoint/fault_injecting_storage.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/posix_file.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {

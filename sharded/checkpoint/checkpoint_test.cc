@@ -15,7 +15,7 @@
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/test_layouts.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {

@@ -14,7 +14,7 @@
 #include "sharded/sharded_tensor.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/state_dict.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint::testing {
 

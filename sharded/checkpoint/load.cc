@@ -3,10 +3,10 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "sharded/mismatch.h"
 #include "sharded/box.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_reader.h"
-#include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/entry_reader.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
@@ -32,11 +32,6 @@ struct ReadOp {
   Box region;  // the overlap, global coordinates
 };
 
-std::string DtypeLabel(c10::ScalarType dtype) {
-  const std::string name = DtypeName(dtype);
-  return name.empty() ? std::string(c10::toString(dtype)) : name;
-}
-
 // This rank's destination boxes of `value`, checked against the checkpoint's
 // view of the tensor.
 absl::Status DestinationsOf(const std::string& key, const StateValue& value, const IndexTensor& saved,
@@ -55,15 +50,7 @@ absl::Status DestinationsOf(const std::string& key, const StateValue& value, con
     shape = st.sizes();
     for (const Shard& s : st.local_shards()) out->push_back({s.metadata, s.tensor});
   }
-  if (shape != saved.shape) {
-    return absl::InvalidArgumentError(absl::StrCat(k, "shape mismatch: the checkpoint has ", ShapeToString(saved.shape),
-                                                   ", the tensor to fill has ", ShapeToString(shape)));
-  }
-  if (dtype != saved.dtype) {
-    return absl::InvalidArgumentError(absl::StrCat(k, "dtype mismatch: the checkpoint has ", DtypeLabel(saved.dtype),
-                                                   ", the tensor to fill has ", DtypeLabel(dtype)));
-  }
-  return absl::OkStatus();
+  return CheckSizeAndDtype(key, {"the checkpoint", saved.shape, saved.dtype}, {"the tensor to fill", shape, dtype});
 }
 
 // Step 1 on one rank: every check that can fail before a byte is written.

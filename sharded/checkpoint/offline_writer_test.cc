@@ -9,7 +9,7 @@
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
 #include "sharded/checkpoint/posix_file.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {

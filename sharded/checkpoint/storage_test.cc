@@ -16,7 +16,7 @@
 #include "sharded/checkpoint/fault_injecting_storage.h"
 #include "sharded/checkpoint/in_memory_storage.h"
 #include "sharded/checkpoint/storage.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {

@@ -19,7 +19,7 @@
 #include "sharded/mesh/mesh_testing.h"
 #include "sharded/state_dict.h"
 #include "sharded/test_layouts.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::mesh {
 namespace {

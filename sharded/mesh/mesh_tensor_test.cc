@@ -17,7 +17,7 @@
 #include "sharded/mesh/device_mesh.h"
 #include "sharded/mesh/mesh_testing.h"
 #include "sharded/test_layouts.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::mesh {
 namespace {

@@ -14,7 +14,7 @@
 #include "absl/status/statusor.h"
 #include "sharded/mesh/device_mesh.h"
 #include "sharded/mesh/mesh_tensor.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::mesh::testing {
 

@@ -13,7 +13,7 @@
 
 #include "sharded/mesh/device_mesh.h"
 #include "sharded/mesh/mesh_tensor.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::mesh {
 namespace {

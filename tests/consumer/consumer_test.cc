@@ -12,7 +12,7 @@
 #include "lightning/state_dict_hooks.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/factories.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include "sharded/factories.h"
 #include "sharded/status_macros.h"
 #include "simulate/embedding_mlp.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace shardlight {
 namespace {

@@ -32,7 +32,7 @@
 #include "sharded/factories.h"
 #include "sharded/sharded_tensor.h"
 #include "sharded/sharding_spec.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 #include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(double, gib, 1.0, "GiB of sharded float32 state (0.001 .. 64)");

@@ -22,7 +22,7 @@
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/collectives.h"
 #include "sharded/factories.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 #include "tools/flags/strict_flags.h"
 #include "simulate/training_run.h"
 

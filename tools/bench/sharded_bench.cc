@@ -17,7 +17,7 @@
 #include "sharded/factories.h"
 #include "sharded/sharded_tensor.h"
 #include "sharded/tensor_region.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 #include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(int, world_size, 4, "ranks");

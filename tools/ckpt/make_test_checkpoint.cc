@@ -11,7 +11,7 @@
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/checkpoint/safetensors.h"
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 namespace {
 

@@ -27,7 +27,7 @@
 #include "absl/strings/str_cat.h"
 #include "lightning/cluster/distributed.h"
 #include "lightning/cluster/environment.h"
-#include "simulate/fault_plan.h"
+#include "simulate/core/fault_plan.h"
 #include "tools/flags/strict_flags.h"
 #include "simulate/training_run.h"
 

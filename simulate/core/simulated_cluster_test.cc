@@ -1,4 +1,4 @@
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 #include <ATen/ATen.h>
 #include <gmock/gmock.h>

@@ -1,4 +1,4 @@
-#include "simulate/simulated_cluster.h"
+#include "simulate/core/simulated_cluster.h"
 
 #include <signal.h>
 #include <sys/resource.h>

@@ -12,8 +12,8 @@
 // every other hang is bounded by the collective timeout. The cluster is
 // reusable after a failed run. Constructing one sets SIGPIPE to ignored for
 // the process (a write to a closed peer must fail, not kill the process).
-#ifndef SHARDLIGHT_SIMULATE_SIMULATED_CLUSTER_H_
-#define SHARDLIGHT_SIMULATE_SIMULATED_CLUSTER_H_
+#ifndef SHARDLIGHT_SIMULATE_CORE_SIMULATED_CLUSTER_H_
+#define SHARDLIGHT_SIMULATE_CORE_SIMULATED_CLUSTER_H_
 
 #include <chrono>
 #include <functional>
@@ -132,4 +132,4 @@ auto SimulatedCluster::Run(F&& fn) {
 
 }  // namespace shardlight::simulate
 
-#endif  // SHARDLIGHT_SIMULATE_SIMULATED_CLUSTER_H_
+#endif  // SHARDLIGHT_SIMULATE_CORE_SIMULATED_CLUSTER_H_

@@ -1,0 +1,40 @@
+// FaultInjector carries one fault plan (simulate/core/fault_plan.h) out
+// inside a Trainer run: a callback that crashes, delays or stalls the plan's
+// rank after the plan's step, plus, for save-crash, a checkpoint storage that
+// fails that rank's data-file fsync in the save after that step.
+#ifndef SHARDLIGHT_SIMULATE_FAULT_INJECTOR_H_
+#define SHARDLIGHT_SIMULATE_FAULT_INJECTOR_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "lightning/callback.h"
+#include "sharded/checkpoint/storage.h"
+#include "simulate/core/fault_plan.h"
+
+namespace shardlight::simulate {
+
+class FaultInjector : public lightning::Callback {
+ public:
+  // `collective_timeout` sizes the stall of a kTimeout plan.
+  FaultInjector(FaultPlan plan, std::chrono::milliseconds collective_timeout);
+
+  absl::Status OnStepEnd(const lightning::TrainState& state, int64_t step, double loss) override;
+  // For TrainerOptions::save_options.storage: POSIX, except that in the save
+  // after step K (the plan's, kSaveCrash) rank R's data file fails to fsync.
+  // Must not outlive this injector.
+  std::shared_ptr<sharded::checkpoint::Storage> SaveStorage();
+
+ private:
+  FaultPlan plan_;
+  std::chrono::milliseconds collective_timeout_;
+  // This rank and its last completed step: a save follows a step's end.
+  std::atomic<int> rank_{-1};
+  std::atomic<int64_t> last_step_{-1};
+};
+
+}  // namespace shardlight::simulate
+
+#endif  // SHARDLIGHT_SIMULATE_FAULT_INJECTOR_H_
