@@ -93,25 +93,10 @@ const ShiftTables& GetShiftTables() {
   return *tables;
 }
 
-// One 8-byte word of the stream: fed to the CRC and, when copying, stored.
-template <bool kCopy>
-__attribute__((target("sse4.2"), always_inline)) inline uint64_t Word(uint64_t c, const unsigned char* p,
-                                                                      unsigned char* out) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  if (kCopy) std::memcpy(out, &v, 8);
-  return _mm_crc32_u64(c, v);
-}
-
-// The CRC of `data` and, with kCopy, a copy of it at `out`, in one pass: the
-// bytes are loaded once, checksummed and stored from registers.
-template <bool kCopy>
-__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const void* data, size_t n, void* out) {
+__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const void* data, size_t n) {
   const unsigned char* p = static_cast<const unsigned char*>(data);
-  unsigned char* o = static_cast<unsigned char*>(out);
   uint64_t c = ~crc;
   while (n > 0 && (reinterpret_cast<uintptr_t>(p) & 7) != 0) {
-    if (kCopy) *o++ = *p;
     c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
     --n;
   }
@@ -123,62 +108,45 @@ __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const void*
     while (n >= 3 * kStride) {
       uint64_t c1 = 0, c2 = 0;
       for (size_t i = 0; i < kStride; i += 8) {
-        c = Word<kCopy>(c, p + i, o + i);
-        c1 = Word<kCopy>(c1, p + kStride + i, o + kStride + i);
-        c2 = Word<kCopy>(c2, p + 2 * kStride + i, o + 2 * kStride + i);
+        uint64_t a, b, d;
+        std::memcpy(&a, p + i, 8);
+        std::memcpy(&b, p + kStride + i, 8);
+        std::memcpy(&d, p + 2 * kStride + i, 8);
+        c = _mm_crc32_u64(c, a);
+        c1 = _mm_crc32_u64(c1, b);
+        c2 = _mm_crc32_u64(c2, d);
       }
       c = shift.Shift(shift.Shift(static_cast<uint32_t>(c)) ^ static_cast<uint32_t>(c1)) ^ static_cast<uint32_t>(c2);
       p += 3 * kStride;
-      if (kCopy) o += 3 * kStride;
       n -= 3 * kStride;
     }
   }
   while (n >= 8) {
-    c = Word<kCopy>(c, p, o);
+    uint64_t a;
+    std::memcpy(&a, p, 8);
+    c = _mm_crc32_u64(c, a);
     p += 8;
-    if (kCopy) o += 8;
     n -= 8;
   }
   while (n > 0) {
-    if (kCopy) *o++ = *p;
     c = _mm_crc32_u8(static_cast<uint32_t>(c), *p++);
     --n;
   }
   return ~static_cast<uint32_t>(c);
 }
-
-uint32_t ExtendSse42Only(uint32_t crc, const void* data, size_t n) { return ExtendSse42<false>(crc, data, n, nullptr); }
-uint32_t ExtendCopySse42(uint32_t crc, void* dst, const void* src, size_t n) {
-  return ExtendSse42<true>(crc, src, n, dst);
-}
 #endif
 
 using ExtendFn = uint32_t (*)(uint32_t, const void*, size_t);
-using ExtendCopyFn = uint32_t (*)(uint32_t, void*, const void*, size_t);
 
-bool UseSse42() {
+ExtendFn PickImplementation() {
 #if defined(__x86_64__)
-  return __builtin_cpu_supports("sse4.2");
-#else
-  return false;
+  if (__builtin_cpu_supports("sse4.2")) return &ExtendSse42;
 #endif
+  return &Crc32cExtendPortable;
 }
 
 ExtendFn Implementation() {
-#if defined(__x86_64__)
-  static const ExtendFn fn = UseSse42() ? &ExtendSse42Only : &Crc32cExtendPortable;
-#else
-  static const ExtendFn fn = &Crc32cExtendPortable;
-#endif
-  return fn;
-}
-
-ExtendCopyFn CopyImplementation() {
-#if defined(__x86_64__)
-  static const ExtendCopyFn fn = UseSse42() ? &ExtendCopySse42 : &Crc32cExtendCopyPortable;
-#else
-  static const ExtendCopyFn fn = &Crc32cExtendCopyPortable;
-#endif
+  static const ExtendFn fn = PickImplementation();
   return fn;
 }
 
@@ -188,16 +156,7 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n) {
   return ~RawPortable(~crc, static_cast<const unsigned char*>(data), n);
 }
 
-uint32_t Crc32cExtendCopyPortable(uint32_t crc, void* dst, const void* src, size_t n) {
-  if (n > 0) std::memcpy(dst, src, n);
-  return Crc32cExtendPortable(crc, src, n);
-}
-
 uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) { return Implementation()(crc, data, n); }
-
-uint32_t Crc32cExtendCopy(uint32_t crc, void* dst, const void* src, size_t n) {
-  return CopyImplementation()(crc, dst, src, n);
-}
 
 bool Crc32cIsHardwareAccelerated() { return Implementation() != &Crc32cExtendPortable; }
 

@@ -18,16 +18,9 @@ uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n);
 
 inline uint32_t Crc32c(const void* data, size_t n) { return Crc32cExtend(0, data, n); }
 
-// Copies `n` bytes from `src` to `dst` (they must not overlap) and returns
-// Crc32cExtend(crc, src, n), in one pass: each word is loaded once, fed to
-// the checksum and stored. A load verifies the bytes it copies this way at
-// about the cost of the copy alone.
-uint32_t Crc32cExtendCopy(uint32_t crc, void* dst, const void* src, size_t n);
-
 // The table-driven implementation, exposed so tests can compare it with the
 // hardware path Crc32cExtend picks at run time.
 uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n);
-uint32_t Crc32cExtendCopyPortable(uint32_t crc, void* dst, const void* src, size_t n);
 
 // Whether Crc32cExtend uses a hardware instruction on this machine.
 bool Crc32cIsHardwareAccelerated();

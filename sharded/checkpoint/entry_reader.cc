@@ -52,10 +52,7 @@ int64_t EntryReader::Budget(const EntrySource& src) {
 }
 
 absl::Status EntryReader::CheckBlock(const EntrySource& src, int64_t block, const char* data, int64_t n) const {
-  return CheckCrc(src, block, Crc32c(data, static_cast<size_t>(n)), n);
-}
-
-absl::Status EntryReader::CheckCrc(const EntrySource& src, int64_t block, uint32_t got, int64_t n) const {
+  const uint32_t got = Crc32c(data, static_cast<size_t>(n));
   const uint32_t want = (*src.block_crcs)[static_cast<size_t>(block)];
   if (got != want) {
     return absl::DataLossError(absl::StrCat(Where(src), ": checksum mismatch in block ", block, " (entry bytes [",
@@ -132,18 +129,6 @@ absl::Status EntryReader::ReadRun(const EntrySource& src, int64_t begin, int64_t
   for (int64_t pos = middle_begin; pos < middle_end; pos += chunk) {
     const int64_t n = std::min(chunk, middle_end - pos);
     char* out = dst + (pos - begin);
-    if (const char* mapped = src.file->MapForRead(src.begin + pos, n)) {
-      // One pass: each block is checksummed as it is copied out of the
-      // mapped file (a read then a checksum pass would touch it twice).
-      if (stats_) stats_->bytes_read += n;
-      for (int64_t k = pos / block; k * block < pos + n; ++k) {
-        const int64_t at = k * block - pos;
-        const int64_t bytes = std::min(block, length - k * block);
-        absl::Status s = CheckCrc(src, k, Crc32cExtendCopy(0, out + at, mapped + at, static_cast<size_t>(bytes)), bytes);
-        if (!s.ok()) return s;
-      }
-      continue;
-    }
     absl::Status s = src.file->ReadAt(out, n, src.begin + pos);
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(Where(src), ": ", s.message()));
     if (stats_) stats_->bytes_read += n;

@@ -5,11 +5,9 @@
 // destination tensor, the reader works out which bytes of the entry hold the
 // region and reads only the checksum blocks that cover them:
 // - when the region is one contiguous run in the entry and in a contiguous
-//   CPU destination, the blocks wholly inside the run go straight into the
-//   destination: copied out of the mapped file while checksummed, in one pass
-//   (File::MapForRead), or, where the storage does not map, read there and
-//   checked; the (at most two) partial blocks at its ends go through the
-//   buffer;
+//   CPU destination, the blocks wholly inside the run are read straight into
+//   the destination and checked there; the (at most two) partial blocks at its
+//   ends go through the buffer;
 // - otherwise the region is cut into tiles whose byte span fits the buffer;
 //   each tile's blocks are read into the buffer, checked, then copied out.
 // The last blocks read stay in the buffer, so consecutive tiles never read a
@@ -81,8 +79,6 @@ class EntryReader {
   // returns the buffer address of block `first`.
   absl::StatusOr<char*> LoadBlocks(const EntrySource& src, int64_t first, int64_t last);
   absl::Status CheckBlock(const EntrySource& src, int64_t block, const char* data, int64_t n) const;
-  // `got`: the CRC32C of block `block` (`n` bytes) as read.
-  absl::Status CheckCrc(const EntrySource& src, int64_t block, uint32_t got, int64_t n) const;
   int64_t Budget(const EntrySource& src);
   void Allocate(int64_t block_bytes);
 

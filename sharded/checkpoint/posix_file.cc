@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,7 +36,6 @@ class PosixFile : public StorageFile {
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
   ~PosixFile() override {
-    Unmap();
     if (fd_ >= 0) ::close(fd_);
   }
 
@@ -88,72 +86,14 @@ class PosixFile : public StorageFile {
   }
 
   absl::Status Close() override {
-    Unmap();
     const int fd = std::exchange(fd_, -1);
     if (fd >= 0 && ::close(fd) != 0) return PosixError(errno, "cannot close", path_);
     return absl::OkStatus();
   }
 
-  // The whole file is mapped once, on first use; each range is paged in with
-  // one madvise (MADV_POPULATE_READ, Linux >= 5.14) rather than a fault per
-  // few pages, and released from this process at the next call. Populating a range past the end of the file fails (EFAULT)
-  // instead of faulting later: the caller falls back to ReadAt, which
-  // reports the truncation.
-  const char* MapForRead(int64_t offset, int64_t n) const override {
-    if (map_ == nullptr) {
-      if (map_failed_ || fd_ < 0) return nullptr;
-      auto size = Size();
-      void* p = size.ok() && *size > 0
-                    ? ::mmap(nullptr, static_cast<size_t>(*size), PROT_READ, MAP_SHARED, fd_, 0)
-                    : MAP_FAILED;
-      if (p == MAP_FAILED) {
-        map_failed_ = true;
-        return nullptr;
-      }
-      map_ = static_cast<char*>(p);
-      map_bytes_ = *size;
-    }
-    if (offset < 0 || n <= 0 || offset > map_bytes_ - n) return nullptr;
-    ReleaseMapped();
-    static const int64_t page = ::sysconf(_SC_PAGESIZE);
-    const int64_t first = offset - offset % page;
-    const size_t length = static_cast<size_t>(offset + n - first);
-    if (::madvise(map_ + first, length, kPopulateRead) != 0 && errno != EINVAL) {
-      return nullptr;  // EINVAL: an older kernel; the copy faults the pages in
-    }
-    mapped_first_ = first;
-    mapped_length_ = length;
-    return map_ + offset;
-  }
-
  private:
-#ifdef MADV_POPULATE_READ
-  static constexpr int kPopulateRead = MADV_POPULATE_READ;
-#else
-  static constexpr int kPopulateRead = 22;  // Linux's value; older headers lack it
-#endif
-
-  void Unmap() {
-    if (map_ != nullptr) ::munmap(map_, static_cast<size_t>(map_bytes_));
-    map_ = nullptr;
-    mapped_length_ = 0;
-  }
-
-  // Drops the pages of the range returned last from this process (the page
-  // cache keeps them): a load's resident memory does not grow with the
-  // bytes it has copied.
-  void ReleaseMapped() const {
-    if (mapped_length_ > 0) ::madvise(map_ + mapped_first_, mapped_length_, MADV_DONTNEED);
-    mapped_length_ = 0;
-  }
-
   int fd_;
   std::string path_;
-  mutable char* map_ = nullptr;
-  mutable int64_t map_bytes_ = 0;
-  mutable bool map_failed_ = false;
-  mutable int64_t mapped_first_ = 0;  // the range MapForRead returned last
-  mutable size_t mapped_length_ = 0;
 };
 
 class Posix : public Storage {

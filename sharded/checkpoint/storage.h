@@ -5,7 +5,7 @@
 //
 // The interface is the handful of operations the atomic-commit protocol needs
 // (checkpoint.h): create-exclusive, write at an offset, fsync, close, open,
-// size, read a byte range (or map it, where the storage can), rename (atomic replacement), fsync of a directory
+// size, read a byte range, rename (atomic replacement), fsync of a directory
 // (makes renames durable), list, remove, exists, mkdir -p. Every failure is an
 // absl::Status naming the path. A read that meets the end of the file is
 // OutOfRange ("ends at byte N"), which callers report as a truncated file.
@@ -36,14 +36,6 @@ class StorageFile {
   // The data and the size are durable once it returns.
   virtual absl::Status Sync() = 0;
   virtual absl::Status Close() = 0;
-  // Bytes [offset, offset + n) of a file opened for reading, mapped read-only
-  // into memory and paged in, or nullptr when this storage does not map files
-  // (the default) or the range cannot be mapped: callers then use ReadAt.
-  // Valid until the next MapForRead on this file or its close. A load copies
-  // from it while it checks the checksums, one pass over the bytes. Callers
-  // first check the file is long enough; one that shrinks while mapped is the
-  // caller's fault.
-  virtual const char* MapForRead(int64_t offset, int64_t n) const { return nullptr; }
 };
 
 // A file system. Implementations are thread-safe: the ranks of a simulated
@@ -94,7 +86,6 @@ class File {
   absl::Status ReadAt(void* buffer, int64_t n, int64_t offset) const { return impl_->ReadAt(buffer, n, offset); }
   absl::Status WriteAt(const void* buffer, int64_t n, int64_t offset) { return impl_->WriteAt(buffer, n, offset); }
   absl::Status Sync() { return impl_->Sync(); }
-  const char* MapForRead(int64_t offset, int64_t n) const { return impl_->MapForRead(offset, n); }
   absl::Status Close();
 
  private:

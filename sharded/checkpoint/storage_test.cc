@@ -57,39 +57,6 @@ absl::Status LoadAndCheck(const std::shared_ptr<Storage>& storage, const std::st
   });
 }
 
-TEST(PosixStorageTest, MapsRangesForReadAndRefusesRangesPastTheEnd) {
-  const std::string path = JoinPath(testing::FreshDir("map_for_read"), "f");
-  std::string bytes(20000, '\0');
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7 + 1);
-  {
-    auto out = File::CreateNew(path);
-    ASSERT_TRUE(out.ok()) << out.status();
-    ASSERT_TRUE(out->WriteAt(bytes.data(), static_cast<int64_t>(bytes.size()), 0).ok());
-    ASSERT_TRUE(out->Close().ok());
-  }
-  auto in = File::OpenForRead(path);
-  ASSERT_TRUE(in.ok()) << in.status();
-  const char* p = in->MapForRead(4097, 12000);
-  ASSERT_NE(p, nullptr);
-  EXPECT_EQ(std::string(p, 12000), bytes.substr(4097, 12000));
-  EXPECT_EQ(in->MapForRead(19990, 11), nullptr);  // one byte past the end
-  EXPECT_EQ(in->MapForRead(-1, 2), nullptr);
-  ASSERT_TRUE(in->Close().ok());
-  EXPECT_EQ(in->MapForRead(0, 1), nullptr);  // closed
-
-  InMemoryStorage memory;  // storages that do not map: readers fall back to ReadAt
-  ASSERT_TRUE(memory.MakeDirectories("/d").ok());
-  {
-    auto out = File::CreateNew(memory, "/d/m");
-    ASSERT_TRUE(out.ok());
-    ASSERT_TRUE(out->WriteAt(bytes.data(), 100, 0).ok());
-    ASSERT_TRUE(out->Close().ok());
-  }
-  auto m = File::OpenForRead(memory, "/d/m");
-  ASSERT_TRUE(m.ok());
-  EXPECT_EQ(m->MapForRead(0, 10), nullptr);
-}
-
 TEST(InMemoryStorageTest, CheckpointRoundTripsWithoutTouchingTheDisk) {
   auto memory = std::make_shared<InMemoryStorage>();
   const std::string dir = testing::FreshDir("in_memory") + "/ckpt";
