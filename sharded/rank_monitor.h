@@ -49,6 +49,9 @@ class RankMonitor {
 
   // Records that this rank reached its next collective wait; returns its number.
   int64_t Arrive();
+  // Collectives this rank has arrived at so far. Read by the rank's own
+  // thread, like Arrive.
+  int64_t arrivals() const { return arrivals_; }
   // After a failed wait: "ranks 2, 3 had not arrived at collective #17",
   // "rank 1 is gone (no heartbeat for 600 ms)", or "" when the counters show
   // nothing (every rank arrived and lives). Takes about 3 heartbeats.

@@ -603,7 +603,7 @@ absl::Status PrepareCheckpointLoad(torch::nn::Module& root, const std::string& k
   }
   if (rows.empty()) return absl::OkStatus();
   sharded::checkpoint::LoadOptions options;
-  options.strict = false;  // only the row counts now; the Trainer loads the rest
+  options.keys = rows.Keys();  // only the row counts now; the Trainer loads the rest
   SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(rows, dir, pg, options));
   for (auto& [metric, prefix, key] : where) {
     const at::Tensor& n = std::get<at::Tensor>(*rows.Find(key));

@@ -36,8 +36,10 @@
 #define SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "sharded/checkpoint/storage.h"
@@ -79,7 +81,27 @@ struct LoadOptions {
   // load's peak extra memory. It must hold 4 of the checkpoint's checksum
   // blocks (SaveOptions::checksum_block_bytes); a smaller one fails the load.
   int64_t buffer_bytes = 16 << 20;
-  // Checkpoint keys that are not in the state dict to fill are an error.
+
+  // Selective load. A checkpoint key is selected when it is one of `keys` or
+  // starts with one of `key_prefixes`; with both empty, every key is. A key
+  // of `keys` that the checkpoint lacks, or a filter that selects nothing,
+  // fails the load (NotFound). Only the selected keys' bytes are read.
+  std::vector<std::string> keys;
+  std::vector<std::string> key_prefixes;
+  // Remapping of the selected checkpoint keys to keys of the state dict to
+  // fill: a key in `rename` takes its mapped name; any other loses
+  // `strip_prefix` when it starts with it, then gains `add_prefix`. A rename
+  // of a key the checkpoint lacks, a mapped name that is not a valid key, or
+  // two checkpoint keys mapped to one name fail the load (InvalidArgument).
+  std::map<std::string, std::string> rename;
+  std::string strip_prefix;
+  std::string add_prefix;
+  // Keys of the state dict to fill that no selected checkpoint key maps to
+  // are missing; selected checkpoint keys whose name is not in the state
+  // dict are unexpected. Strict: either fails the load (InvalidArgument
+  // "strict load: missing keys: ...; unexpected keys: ..."). Otherwise the
+  // missing keys keep their values, the unexpected ones are not read, and
+  // both lists are in LoadStats.
   bool strict = true;
   // Check every needed block before writing any destination byte.
   bool verify_before_write = false;
@@ -93,12 +115,18 @@ struct LoadStats {
   int64_t index_bytes_read = 0;
   int64_t bytes_loaded = 0;  // written into this rank's destination tensors
   int files_opened = 0;
+  // The state dict's keys nothing was loaded into, and the selected
+  // checkpoint keys (as the index names them) that were not loaded; sorted.
+  std::vector<std::string> missing_keys;
+  std::vector<std::string> unexpected_keys;
   int64_t total_bytes_read() const { return data_bytes_read + header_bytes_read + index_bytes_read; }
 };
 
-// Collective. Fills every tensor of `to_fill` (all keys must be in the
-// checkpoint with the same global shape and dtype; dense and sharded may be
-// mixed either way) from the checkpoint in `dir`.
+// Collective. Fills every tensor of `to_fill` from the checkpoint in `dir`,
+// the tensor under the same key or the selected key mapped to it (see
+// LoadOptions), with the same global shape and dtype; dense and sharded may
+// be mixed either way. Every bad option is found before a byte is written,
+// and every rank returns the same error.
 absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::ProcessGroup& pg,
                             const LoadOptions& options = {}, LoadStats* stats = nullptr);
 

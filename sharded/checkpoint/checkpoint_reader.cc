@@ -1,6 +1,8 @@
 #include "sharded/checkpoint/checkpoint_reader.h"
 
 #include <algorithm>
+#include <string_view>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/dtype_names.h"
@@ -54,8 +56,14 @@ absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expe
   auto header = ReadSafetensorsHeader(file, *size, expected.name,
                                       std::min(expected.header_bytes, kMaxSafetensorsHeaderBytes), &header_bytes_read_);
   if (!header.ok()) return header.status();
+  // One lookup per shard: SafetensorsHeader::Find is a scan, which over a
+  // file of n entries would make this check O(n^2).
+  std::unordered_map<std::string_view, const SafetensorsEntry*> by_name;
+  by_name.reserve(header->entries.size());
+  for (const SafetensorsEntry& e : header->entries) by_name.emplace(e.name, &e);
   for (const auto& [tensor, shard] : shards_by_file_[expected.name]) {
-    const SafetensorsEntry* e = header->Find(shard->entry);
+    const auto found = by_name.find(shard->entry);
+    const SafetensorsEntry* e = found == by_name.end() ? nullptr : found->second;
     const std::string what = absl::StrCat("data file ", name, ": entry ", Quote(shard->entry));
     if (e == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing from the file's header"));
     if (e->dtype != DtypeName(tensor->dtype) || e->shape != shard->sizes ||

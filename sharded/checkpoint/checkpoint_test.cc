@@ -302,14 +302,20 @@ TEST(CheckpointTest, ViewsParametersAndKeySets) {
     absl::Status st = LoadCheckpoint(target, dir, *ctx.pg, lenient);
     if (!st.ok()) return st;
     if (!at::equal(param.detach(), matrix.t()) || !param.requires_grad()) return absl::InternalError("m.t wrong");
-    target.Set("missing", at::zeros({1}));
-    out.push_back(std::string(LoadCheckpoint(target, dir, *ctx.pg, lenient).message()));
+    target.Set("missing", at::full({1}, 5.0));
+    LoadStats stats;
+    st = LoadCheckpoint(target, dir, *ctx.pg, lenient, &stats);
+    if (!st.ok()) return st;
+    out.push_back(absl::StrCat("missing: ", stats.missing_keys.size() == 1 ? stats.missing_keys[0] : "?",
+                               ", unexpected: ", stats.unexpected_keys.size() == 1 ? stats.unexpected_keys[0] : "?",
+                               ", kept: ", std::get<at::Tensor>(*target.Find("missing")).item<float>()));
     return out;
   });
   ASSERT_TRUE(results.ok()) << results.status();
   for (const auto& rank : *results) {
-    EXPECT_THAT(rank[0], HasSubstr("the checkpoint has keys the state dict to fill lacks: 'extra'"));
-    EXPECT_THAT(rank[1], HasSubstr("key 'missing' is not in the checkpoint"));
+    EXPECT_THAT(rank[0], HasSubstr("missing keys (in the state dict to fill, not loaded): none; unexpected keys "
+                                   "(selected in the checkpoint, not in the state dict): 'extra'"));
+    EXPECT_EQ(rank[1], "missing: missing, unexpected: extra, kept: 5");
   }
 }
 

@@ -1,8 +1,12 @@
 // LoadCheckpoint: plan and check everything, agree, read, agree.
 #include <algorithm>
 #include <tuple>
+#include <unordered_map>
+#include <unordered_set>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "sharded/mismatch.h"
 #include "sharded/box.h"
 #include "sharded/checkpoint/checkpoint.h"
@@ -53,40 +57,120 @@ absl::Status DestinationsOf(const std::string& key, const StateValue& value, con
   return CheckSizeAndDtype(key, {"the checkpoint", saved.shape, saved.dtype}, {"the tensor to fill", shape, dtype});
 }
 
+// "'a', 'b', 'c', 'd', 'e' and 3 more", or "none".
+std::string KeyList(const std::vector<std::string>& keys) {
+  if (keys.empty()) return "none";
+  const size_t shown = std::min<size_t>(keys.size(), 5);
+  std::string list;
+  for (size_t i = 0; i < shown; ++i) absl::StrAppend(&list, i ? ", " : "", Quote(keys[i]));
+  if (keys.size() > shown) absl::StrAppend(&list, " and ", keys.size() - shown, " more");
+  return list;
+}
+
+bool Selected(const std::string& key, const LoadOptions& options, const std::unordered_set<std::string>& keys) {
+  if (options.keys.empty() && options.key_prefixes.empty()) return true;
+  if (keys.count(key) > 0) return true;
+  for (const std::string& prefix : options.key_prefixes) {
+    if (absl::StartsWith(key, prefix)) return true;
+  }
+  return false;
+}
+
+std::string MappedName(const std::string& key, const LoadOptions& options) {
+  auto it = options.rename.find(key);
+  if (it != options.rename.end()) return it->second;
+  absl::string_view rest = key;
+  if (!options.strip_prefix.empty()) absl::ConsumePrefix(&rest, options.strip_prefix);
+  return absl::StrCat(options.add_prefix, rest);
+}
+
+// The selected checkpoint tensors under the names they load into: the key
+// filter and the remapping of LoadOptions, checked.
+absl::StatusOr<std::unordered_map<std::string, const IndexTensor*>> SelectAndMap(const CheckpointIndex& index,
+                                                                                const LoadOptions& options,
+                                                                                const std::string& dir) {
+  const std::unordered_set<std::string> keys(options.keys.begin(), options.keys.end());
+  for (const std::string& key : options.keys) {
+    if (index.Find(key) == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("LoadOptions::keys names ", Quote(key), ", which is not in the checkpoint at '", dir, "'"));
+    }
+  }
+  for (const auto& [from, to] : options.rename) {
+    if (index.Find(from) == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("LoadOptions::rename maps ", Quote(from), " to ", Quote(to),
+                                                     " but the checkpoint at '", dir, "' has no key ", Quote(from)));
+    }
+  }
+  std::unordered_map<std::string, const IndexTensor*> mapped;
+  mapped.reserve(index.tensors.size());
+  for (const IndexTensor& t : index.tensors) {
+    if (!Selected(t.key, options, keys)) continue;
+    std::string name = MappedName(t.key, options);
+    if (name != t.key) {
+      absl::Status s = ValidateKey(name);
+      if (!s.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("LoadOptions maps checkpoint key ", Quote(t.key), " to an invalid key: ", s.message()));
+      }
+    }
+    auto [it, inserted] = mapped.emplace(std::move(name), &t);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "LoadOptions maps checkpoint keys ", Quote(it->second->key), " and ", Quote(t.key), " both to ",
+          Quote(it->first), " (rename, strip_prefix, add_prefix): a key can be loaded from one tensor only"));
+    }
+  }
+  if (mapped.empty()) {
+    return absl::NotFoundError(absl::StrCat("the key filter (LoadOptions::keys ", KeyList(options.keys),
+                                            ", key_prefixes ", KeyList(options.key_prefixes),
+                                            ") selects no key of the checkpoint at '", dir, "'"));
+  }
+  return mapped;
+}
+
 // Step 1 on one rank: every check that can fail before a byte is written.
 absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const LoadOptions& options,
-                  std::vector<Destination>* destinations, std::vector<ReadOp>* ops) {
+                  std::vector<Destination>* destinations, std::vector<ReadOp>* ops, LoadStats* report) {
   const CheckpointIndex& index = reader.index();
+  SL_ASSIGN_OR_RETURN(const auto mapped, SelectAndMap(index, options, reader.dir()));
+  // Per key of `to_fill` (in its order): its checkpoint tensor, or null.
+  std::vector<const IndexTensor*> sources;
+  sources.reserve(to_fill.size());
   std::vector<std::pair<size_t, size_t>> ranges;  // per key: [first, last) destination
   destinations->clear();
   for (const auto& [key, value] : to_fill.entries()) {
     SL_RETURN_IF_ERROR(ValidateKey(key));
-    if (index.Find(key) == nullptr) {
-      return absl::NotFoundError(absl::StrCat("key ", Quote(key), " is not in the checkpoint at '", reader.dir(), "'"));
-    }
+    auto it = mapped.find(key);
+    sources.push_back(it == mapped.end() ? nullptr : it->second);
     const size_t first = destinations->size();
-    SL_RETURN_IF_ERROR(DestinationsOf(key, value, *index.Find(key), destinations));
+    if (it == mapped.end()) {
+      report->missing_keys.push_back(key);
+    } else {
+      SL_RETURN_IF_ERROR(DestinationsOf(key, value, *it->second, destinations));
+    }
     ranges.emplace_back(first, destinations->size());
   }
-  if (options.strict) {
-    std::vector<std::string> extra;
-    for (const IndexTensor& t : index.tensors) {
-      if (!to_fill.Contains(t.key)) extra.push_back(Quote(t.key));
-    }
-    if (!extra.empty()) {
-      const size_t shown = std::min<size_t>(extra.size(), 5);
-      std::string list;
-      for (size_t i = 0; i < shown; ++i) absl::StrAppend(&list, i ? ", " : "", extra[i]);
-      if (extra.size() > shown) absl::StrAppend(&list, " and ", extra.size() - shown, " more");
-      return absl::InvalidArgumentError(absl::StrCat("the checkpoint has keys the state dict to fill lacks: ", list,
-                                                     " (LoadOptions::strict = false ignores them)"));
-    }
+  for (const auto& [name, tensor] : mapped) {
+    if (!to_fill.Contains(name)) report->unexpected_keys.push_back(tensor->key);
+  }
+  std::sort(report->missing_keys.begin(), report->missing_keys.end());
+  std::sort(report->unexpected_keys.begin(), report->unexpected_keys.end());
+  if (options.strict && (!report->missing_keys.empty() || !report->unexpected_keys.empty())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "strict load from '", reader.dir(), "': missing keys (in the state dict to fill, not loaded): ",
+        KeyList(report->missing_keys), "; unexpected keys (selected in the checkpoint, not in the state dict): ",
+        KeyList(report->unexpected_keys), " (LoadOptions::strict = false loads the keys both have)"));
   }
   // Pointers into `destinations` are taken only now that it stops growing.
   size_t key_index = 0;
   for (const auto& entry : to_fill.entries()) {
     const std::string& key = entry.first;
-    const IndexTensor& saved = *index.Find(key);
+    if (sources[key_index] == nullptr) {
+      ++key_index;
+      continue;
+    }
+    const IndexTensor& saved = *sources[key_index];
     for (size_t d = ranges[key_index].first; d < ranges[key_index].second; ++d) {
       const Destination& dst = (*destinations)[d];
       if (dst.NumElements() == 0) continue;
@@ -159,11 +243,12 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   absl::StatusOr<CheckpointReader> reader = absl::UnknownError("not opened");
   std::vector<Destination> destinations;
   std::vector<ReadOp> ops;
+  LoadStats keys;  // the key lists
   absl::Status mine = NoThrow([&]() -> absl::Status {
     reader = CheckpointReader::Open(dir, StorageOrPosix(options.storage.get()));
     if (!reader.ok()) return reader.status();
     SL_RETURN_IF_ERROR(CheckBufferFits(*reader, options));
-    return Plan(to_fill, *reader, options, &destinations, &ops);
+    return Plan(to_fill, *reader, options, &destinations, &ops, &keys);
   });
 
   // Step 2: no rank writes a byte unless every rank's plan is sound.
@@ -178,6 +263,8 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
     stats->index_bytes_read = reader->index_bytes();
     stats->bytes_loaded = read_stats.bytes_copied;
     stats->files_opened = reader->files_opened();
+    stats->missing_keys = keys.missing_keys;
+    stats->unexpected_keys = keys.unexpected_keys;
   };
 
   // Step 3 (verify_before_write): every rank checks every block it will

@@ -3,6 +3,10 @@
 // reads per rank, and peak memory over the resident shards.
 //
 //   bazel run -c opt //tools/bench:checkpoint_bench -- [--gib=1] [--dir=/var/tmp/x]
+//   bazel run -c opt //tools/bench:checkpoint_bench -- --tensors=1000,10000,100000 --drop_cache=false
+//
+// The second form runs the tensor-count series (checkpoint_series.h): the
+// time per tensor for save and load at each count, beside plain file I/O.
 //
 // W = 4 thread-ranks (the simulated cluster) hold --tensors float32 tensors of
 // --gib GiB in all, chunked on dim 0 (the workload of the PyTorch anchor in
@@ -25,18 +29,26 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/counting_storage.h"
 #include "sharded/checkpoint/crc32c.h"
 #include "sharded/factories.h"
 #include "sharded/sharded_tensor.h"
 #include "sharded/sharding_spec.h"
 #include "simulate/core/simulated_cluster.h"
+#include "tools/bench/bench_phases.h"
+#include "tools/bench/checkpoint_series.h"
 #include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(double, gib, 1.0, "GiB of sharded float32 state (0.001 .. 64)");
-ABSL_FLAG(int, tensors, 8, "number of tensors the state is split into");
+ABSL_FLAG(std::vector<std::string>, tensors, {"8"},
+          "number of tensors the state is split into (1 .. 1000000); several (--tensors=1000,10000,100000) run the "
+          "series instead: small tensors of mixed sizes, sharded and dense, time per tensor at each count");
+ABSL_FLAG(int, world_size, 4, "thread-ranks of the series (--tensors with several counts)");
+ABSL_FLAG(int, scale, 1, "series: multiplies the rows of every tensor (2.6 KiB average at 1)");
 ABSL_FLAG(int, cols, 4096, "columns of each tensor (rows follow from --gib)");
 ABSL_FLAG(std::string, dir, "/var/tmp/shardlight_checkpoint_bench",
           "working directory, on the file system to measure (/tmp may be tmpfs); its ckpt/ and plain/ are replaced");
@@ -56,6 +68,10 @@ using shardlight::sharded::StateDict;
 using shardlight::simulate::RankContext;
 using shardlight::simulate::SimulatedCluster;
 using Clock = std::chrono::steady_clock;
+using shardlight::tools::bench::DropCache;
+using shardlight::tools::bench::Measure;
+using shardlight::tools::bench::Phase;
+using shardlight::tools::bench::TimedInto;
 
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
@@ -67,36 +83,6 @@ struct Workload {
   int64_t cols;
   int64_t total_bytes() const { return tensors * rows * cols * 4; }
 };
-
-// /proc/self/status fields in bytes ("VmHWM", "VmRSS").
-int64_t ProcStatus(const char* field) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field, 0) == 0 && line[std::string(field).size()] == ':') {
-      return std::stoll(line.substr(std::string(field).size() + 1)) * 1024;
-    }
-  }
-  return -1;
-}
-
-// Resets VmHWM to the current RSS (Linux >= 4.0).
-bool ResetPeak() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  return static_cast<bool>(out.flush());
-}
-
-void DropCache(const std::string& dir) {
-  if (!absl::GetFlag(FLAGS_drop_cache) || !fs::exists(dir)) return;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    const int fd = ::open(e.path().c_str(), O_RDONLY);
-    if (fd < 0) continue;
-    ::fdatasync(fd);
-    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-    ::close(fd);
-  }
-}
 
 // Value of element `linear` of tensor `t`: exact in float32.
 inline float Pattern(int64_t linear, int t) { return static_cast<float>((linear & 0x7FFFFF) + t); }
@@ -226,60 +212,6 @@ absl::Status PlainReadShare(const StateDict& state, const std::string& plain_dir
   return absl::OkStatus();
 }
 
-// What rank 0 measures between two barriers.
-struct Phase {
-  double seconds = 0;
-  int64_t rss_before = 0;  // process RSS when the phase starts (shards resident)
-  int64_t peak = 0;        // VmHWM at its end
-  bool peak_reset = true;  // whether VmHWM could be reset at the start
-  int64_t extra() const { return peak - rss_before; }
-};
-
-// Runs `body` on every rank between barriers; rank 0 times it and samples RSS.
-template <typename F>
-absl::Status Timed(RankContext& ctx, Phase* phase, F&& body) {
-  ctx.pg->barrier()->wait();
-  Clock::time_point start;
-  if (ctx.rank == 0) {
-    phase->peak_reset = ResetPeak();
-    phase->rss_before = ProcStatus("VmRSS");
-    start = Clock::now();
-  }
-  ctx.pg->barrier()->wait();
-  absl::Status s = body();
-  ctx.pg->barrier()->wait();
-  if (ctx.rank == 0) {
-    phase->seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    phase->peak = ProcStatus("VmHWM");
-  }
-  return s;
-}
-
-// Repeats of one phase: the best time, and the worst memory.
-struct Measure {
-  std::vector<Phase> runs;
-  double seconds() const {
-    double best = runs.empty() ? 0 : runs[0].seconds;
-    for (const Phase& p : runs) best = std::min(best, p.seconds);
-    return best;
-  }
-  const Phase& worst_memory() const {
-    const Phase* worst = &runs[0];
-    for (const Phase& p : runs) {
-      if (p.extra() > worst->extra()) worst = &p;
-    }
-    return *worst;
-  }
-};
-
-template <typename F>
-absl::Status TimedInto(RankContext& ctx, Measure* m, F&& body) {
-  Phase phase;
-  absl::Status s = Timed(ctx, &phase, std::forward<F>(body));
-  if (ctx.rank == 0) m->runs.push_back(phase);
-  return s;
-}
-
 void Zero(const StateDict& state) {
   for (const auto& [key, value] : state.entries()) {
     for (const auto& shard : std::get<ShardedTensor>(value).local_shards()) shard.tensor.zero_();
@@ -314,11 +246,54 @@ std::string Memory(const std::string& name, const Measure& m, int64_t resident_s
          (p.peak_reset ? "" : " [VmHWM could not be reset: the peak is the process's lifetime peak]");
 }
 
-int Run() {
+constexpr int kMaxTensors = 1000000;
+
+// --tensors=N1,N2,...: the time per tensor of small mixed tensors.
+int RunSeries(const std::vector<int>& counts) {
+  shardlight::tools::bench::SeriesConfig config;
+  config.world_size = absl::GetFlag(FLAGS_world_size);
+  config.scale = absl::GetFlag(FLAGS_scale);
+  config.dir = absl::GetFlag(FLAGS_dir);
+  config.drop_cache = absl::GetFlag(FLAGS_drop_cache);
+  config.repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
+  config.block_bytes = int64_t{absl::GetFlag(FLAGS_block_kib)} << 10;
+  config.buffer_bytes = int64_t{absl::GetFlag(FLAGS_buffer_mib)} << 20;
+  at::set_num_threads(1);
+  std::cout << absl::StrFormat(
+      "checkpoint_bench series: W=%d thread-ranks, small float32 tensors of mixed sizes (even: chunked on dim 0, odd: "
+      "dense), scale %d; page cache %s; best of %d\n"
+      "  plain = each rank writes (fsync) / reads its own bytes as one file, same run\n"
+      "  %8s %10s %9s %12s %11s %9s %12s %11s\n",
+      config.world_size, config.scale, config.drop_cache ? "dropped before reads" : "kept", config.repeats, "tensors",
+      "MiB", "save s", "save us/t", "save ratio", "load s", "load us/t", "load ratio");
+  double min_save = 0, max_save = 0, min_load = 0, max_load = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    config.tensors = counts[i];
+    auto p = shardlight::tools::bench::MeasureSeriesPoint(config);
+    if (!p.ok()) {
+      std::cerr << "checkpoint_bench: series at " << counts[i] << " tensors failed: " << p.status() << "\n";
+      return 1;
+    }
+    std::cout << absl::StrFormat("  %8d %10.2f %9.3f %12.2f %11.3f %9.3f %12.2f %11.3f\n", p->tensors, p->bytes / kMiB,
+                                 p->save_s, p->save_per_tensor_us(), p->save_ratio(), p->load_s,
+                                 p->load_per_tensor_us(), p->load_ratio());
+    std::cout.flush();
+    const double save = p->save_per_tensor_us(), load = p->load_per_tensor_us();
+    min_save = i ? std::min(min_save, save) : save;
+    max_save = i ? std::max(max_save, save) : save;
+    min_load = i ? std::min(min_load, load) : load;
+    max_load = i ? std::max(max_load, load) : load;
+  }
+  std::cout << absl::StrFormat(
+      "  time per tensor, largest / smallest over the series: save %.2fx, load %.2fx (target <= 1.5: %s)\n",
+      max_save / min_save, max_load / min_load, max_save <= 1.5 * min_save && max_load <= 1.5 * min_load ? "met" : "MISSED");
+  return 0;
+}
+
+int Run(int tensors) {
   const double gib = absl::GetFlag(FLAGS_gib);
-  const int tensors = absl::GetFlag(FLAGS_tensors);
   const int cols = absl::GetFlag(FLAGS_cols);
-  if (!(gib >= 0.001 && gib <= 64) || tensors < 1 || tensors > 4096 || cols < 1 || absl::GetFlag(FLAGS_block_kib) < 1 ||
+  if (!(gib >= 0.001 && gib <= 64) || tensors < 1 || tensors > kMaxTensors || cols < 1 || absl::GetFlag(FLAGS_block_kib) < 1 ||
       absl::GetFlag(FLAGS_buffer_mib) < 1) {
     std::cerr << "checkpoint_bench: bad flags (see --help)\n";
     return 2;
@@ -380,11 +355,11 @@ int Run() {
       auto target = MakeState(w, /*fill=*/false, ctx.pg);
       if (!target.ok()) return target.status();
       for (int rep = 0; rep < repeats && st.ok(); ++rep) {
-        if (ctx.rank == 0) DropCache(plain);
+        if (ctx.rank == 0 && absl::GetFlag(FLAGS_drop_cache)) DropCache(plain);
         st = TimedInto(ctx, &r.plain_read, [&] { return PlainRead(*target, mine); });
         if (st.ok() && rep == 0) st = CheckState(*target, w);  // the baseline read the same bytes
         Zero(*target);
-        if (ctx.rank == 0) DropCache(dir);
+        if (ctx.rank == 0 && absl::GetFlag(FLAGS_drop_cache)) DropCache(dir);
         if (st.ok()) st = TimedInto(ctx, &r.load4, [&] { return ckpt::LoadCheckpoint(*target, dir, *ctx.pg, load_options); });
       }
       if (!st.ok()) return st;
@@ -408,10 +383,10 @@ int Run() {
       for (int k = 0; k < ctx.rank; ++k) offset += r.reshard_shard_bytes[k];
       absl::Status st;
       for (int rep = 0; rep < repeats && st.ok(); ++rep) {
-        if (ctx.rank == 0) DropCache(plain);
+        if (ctx.rank == 0 && absl::GetFlag(FLAGS_drop_cache)) DropCache(plain);
         st = TimedInto(ctx, &r.plain_read3, [&] { return PlainReadShare(*target, plain, offset); });
         Zero(*target);
-        if (ctx.rank == 0) DropCache(dir);
+        if (ctx.rank == 0 && absl::GetFlag(FLAGS_drop_cache)) DropCache(dir);
         if (st.ok()) {
           st = TimedInto(ctx, &r.load3, [&] {
             return ckpt::LoadCheckpoint(*target, dir, *ctx.pg, load_options, &r.reshard_stats[ctx.rank]);
@@ -423,6 +398,28 @@ int Run() {
     });
     if (!s.ok()) {
       std::cerr << "checkpoint_bench: W=3 phase failed: " << s << "\n";
+      return 1;
+    }
+  }
+
+  // A selective load of one key, on one rank, through a storage that counts
+  // every byte read (index and headers included).
+  const std::string one_key = absl::StrCat("layer", w.tensors / 2, ".weight");
+  auto counting = std::make_shared<ckpt::CountingStorage>(ckpt::PosixStorage());
+  {
+    SimulatedCluster cluster(1, cluster_options);
+    absl::Status s = cluster.Run([&](RankContext& ctx) -> absl::Status {
+      auto all = MakeState(w, /*fill=*/false, ctx.pg);
+      if (!all.ok()) return all.status();
+      StateDict one;
+      one.Set(one_key, *all->Find(one_key));
+      ckpt::LoadOptions options = load_options;
+      options.keys = {one_key};
+      options.storage = counting;
+      return ckpt::LoadCheckpoint(one, dir, *ctx.pg, options);
+    });
+    if (!s.ok()) {
+      std::cerr << "checkpoint_bench: one-key load failed: " << s << "\n";
       return 1;
     }
   }
@@ -443,6 +440,14 @@ int Run() {
         st.total_bytes_read() / kMiB, st.data_bytes_read / kMiB, st.header_bytes_read / kMiB,
         st.index_bytes_read / kMiB, r.reshard_shard_bytes[k] / kMiB, ratio, ratio <= 1.05 ? "met" : "MISSED");
   }
+  {
+    const int64_t tensor_bytes = w.rows * w.cols * 4;
+    const double ratio = static_cast<double>(counting->bytes_read()) / tensor_bytes;
+    std::cout << absl::StrFormat(
+        "selective load of one key (%s) of %d, W=1: read %.2f MiB (index and headers included, counted at the "
+        "storage) for %.2f MiB: %.4f (target <= 1.1: %s)\n",
+        one_key, w.tensors, counting->bytes_read() / kMiB, tensor_bytes / kMiB, ratio, ratio <= 1.1 ? "met" : "MISSED");
+  }
   std::cout << "peak RSS of the process (all ranks) over what it held when the phase began, worst of " << repeats
             << ":\n"
             << Memory("save W=4", r.save, bytes) << "\n"
@@ -458,7 +463,22 @@ int Run() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("checkpoint_bench [--gib=1] [--dir=DIR]: sharded checkpoint vs plain file I/O");
+  absl::SetProgramUsageMessage(
+      "checkpoint_bench [--gib=1] [--dir=DIR] | --tensors=1000,10000,100000 [--world_size=4]: sharded checkpoint vs "
+      "plain file I/O");
   shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
-  return Run();
+  std::vector<int> counts;
+  for (const std::string& text : absl::GetFlag(FLAGS_tensors)) {
+    int n = 0;
+    if (!absl::SimpleAtoi(text, &n) || n < 1 || n > kMaxTensors) {
+      std::cerr << "checkpoint_bench: --tensors: '" << text << "' is not a count in [1, " << kMaxTensors << "]\n";
+      return 2;
+    }
+    counts.push_back(n);
+  }
+  if (counts.empty()) {
+    std::cerr << "checkpoint_bench: --tensors is empty\n";
+    return 2;
+  }
+  return counts.size() > 1 ? RunSeries(counts) : Run(counts[0]);
 }
