@@ -1,7 +1,9 @@
 // Test helper for ckpt_cli_test.sh: `make DIR` saves a small checkpoint at
 // W = 3 on the simulated cluster (uneven, empty and several-per-rank shards,
 // every dtype, dense tensors); `check FILE` confirms a consolidated
-// safetensors file holds exactly those tensors. Exit 0 on success.
+// safetensors file holds exactly those tensors; `load DIR W` loads DIR on W
+// thread-ranks (every sharded tensor chunked by rows) and checks the values.
+// `make DIR SALT` saves other values (for diff). Exit 0 on success.
 #include <iostream>
 #include <string>
 
@@ -39,10 +41,10 @@ std::vector<TensorSpec> Layout() {
           {"step", {}, c10::ScalarType::Long, std::nullopt}};
 }
 
-int Make(const std::string& dir) {
+int Make(const std::string& dir, int salt) {
   shardlight::simulate::SimulatedCluster cluster(3, ckpt::testing::Options());
   absl::Status s = cluster.Run([&](shardlight::simulate::RankContext& ctx) -> absl::Status {
-    auto state = ckpt::testing::MakeState(Layout(), kSalt, ctx.pg);
+    auto state = ckpt::testing::MakeState(Layout(), salt, ctx.pg);
     if (!state.ok()) return state.status();
     ckpt::SaveOptions options;
     options.checksum_block_bytes = 64;
@@ -74,11 +76,31 @@ int Check(const std::string& path) {
   return 0;
 }
 
+int Load(const std::string& dir, int world) {
+  std::vector<TensorSpec> layout = Layout();
+  for (TensorSpec& t : layout) {
+    if (t.spec.has_value()) t.spec = ChunkShardingSpec::OnRanks(0, world);
+  }
+  shardlight::simulate::SimulatedCluster cluster(world, ckpt::testing::Options());
+  absl::Status s = cluster.Run([&](shardlight::simulate::RankContext& ctx) -> absl::Status {
+    auto state = ckpt::testing::MakeState(layout, -1, ctx.pg);
+    if (!state.ok()) return state.status();
+    absl::Status loaded = ckpt::LoadCheckpoint(*state, dir, *ctx.pg);
+    if (!loaded.ok()) return loaded;
+    return ckpt::testing::CheckState(*state, kSalt);
+  });
+  if (!s.ok()) return std::cerr << "make_test_checkpoint: " << s << "\n", 1;
+  std::cout << "loaded on " << world << " ranks: values match\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "make") return Make(argv[2]);
+  if (argc == 3 && std::string(argv[1]) == "make") return Make(argv[2], kSalt);
+  if (argc == 4 && std::string(argv[1]) == "make") return Make(argv[2], std::stoi(argv[3]));
+  if (argc == 4 && std::string(argv[1]) == "load") return Load(argv[2], std::stoi(argv[3]));
   if (argc == 3 && std::string(argv[1]) == "check") return Check(argv[2]);
-  std::cerr << "usage: make_test_checkpoint make DIR | check FILE\n";
+  std::cerr << "usage: make_test_checkpoint make DIR [SALT] | check FILE | load DIR WORLD\n";
   return 2;
 }
