@@ -6,6 +6,12 @@
 # resumes from exactly that step and ends with an uninterrupted run's state.
 source "$(dirname "$0")/common.sh" "$@"
 
+# Bad --keep_last usage exits 2 before any process group.
+out=$("$train_bin" --steps=2 --keep_last=-1 --checkpoint_dir="$work/x" 2>&1)
+[ $? -eq 2 ] && grep -q -- "--keep_last=-1 must be >= 0" <<<"$out" || fail "--keep_last=-1: $out"
+out=$("$train_bin" --steps=2 --keep_last=2 2>&1)
+[ $? -eq 2 ] && grep -q -- "--keep_last needs --checkpoint_dir" <<<"$out" || fail "--keep_last without a dir: $out"
+
 steps=14
 out=$(torchrun_job 2 "$train_bin" --steps=$steps --seed=9 2>&1) || fail "uninterrupted job exited $?: $out"
 want=$(digest_of "$out")

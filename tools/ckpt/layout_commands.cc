@@ -50,24 +50,33 @@ void Accumulate(const at::Tensor& a, const at::Tensor& b, Difference* d) {
   if (at::isnan(abs_diff).any().item<bool>()) d->max_abs = d->max_rel = std::nan("");
 }
 
+// The two tile windows, allocated once for every key (a fresh allocation
+// per key would fault its pages in again each time).
+struct Windows {
+  explicit Windows(int64_t bytes)
+      : size(std::max<int64_t>(bytes, 16)), a(new char[static_cast<size_t>(size)]), b(new char[static_cast<size_t>(size)]) {}
+  int64_t size;
+  std::unique_ptr<char[]> a, b;
+};
+
 // Compares one key present in both checkpoints, tile by tile.
 absl::StatusOr<Difference> CompareTensor(CheckpointReader& ra, EntryReader& ea, const IndexTensor& ta,
                                          CheckpointReader& rb, EntryReader& eb, const IndexTensor& tb,
-                                         int64_t buffer_bytes) {
+                                         Windows& windows) {
   const int64_t elem = DtypeBytes(ta.dtype);
-  const int64_t window = std::max<int64_t>(buffer_bytes / 2, elem);
-  std::unique_ptr<char[]> wa(new char[static_cast<size_t>(window)]);
-  std::unique_ptr<char[]> wb(new char[static_cast<size_t>(window)]);
+  const int64_t window = windows.size;
+  char* const wa = windows.a.get();
+  char* const wb = windows.b.get();
   Difference d;
   absl::Status s = sharded::checkpoint::ForEachRowMajorTile(
       ta.shape, window / elem, [&](const std::vector<int64_t>& off, const std::vector<int64_t>& size) -> absl::Status {
         const auto options = at::TensorOptions().dtype(ta.dtype);
-        at::Tensor a = at::from_blob(wa.get(), size, options);
-        at::Tensor b = at::from_blob(wb.get(), size, options);
+        at::Tensor a = at::from_blob(wa, size, options);
+        at::Tensor b = at::from_blob(wb, size, options);
         absl::Status r = FillRegion(ra, ea, ta, a, off);
         if (r.ok()) r = FillRegion(rb, eb, tb, b, off);
         if (!r.ok()) return r;
-        if (std::memcmp(wa.get(), wb.get(), static_cast<size_t>(a.numel() * elem)) == 0) return absl::OkStatus();
+        if (std::memcmp(wa, wb, static_cast<size_t>(a.numel() * elem)) == 0) return absl::OkStatus();
         return sharded::NoThrow([&] {
           Accumulate(a, b, &d);
           return absl::OkStatus();
@@ -144,6 +153,7 @@ int Diff(const std::string& a_dir, const std::string& b_dir, const DiffOptions& 
   for (const IndexTensor& t : b->index().tensors) in_b[t.key] = &t;
   EntryReader ea(kReaderBufferBytes, nullptr);
   EntryReader eb(kReaderBufferBytes, nullptr);
+  Windows windows(options.buffer_bytes / 2);
   int differ = 0, equal = 0;
   for (const IndexTensor& ta : a->index().tensors) {
     const auto it = in_b.find(ta.key);
@@ -159,7 +169,7 @@ int Diff(const std::string& a_dir, const std::string& b_dir, const DiffOptions& 
       ++differ;
       continue;
     }
-    auto d = CompareTensor(*a, ea, ta, *b, eb, tb, options.buffer_bytes);
+    auto d = CompareTensor(*a, ea, ta, *b, eb, tb, windows);
     if (!d.ok()) {
       err << "ckpt: diff failed: " << d.status().message() << "\n";
       return 1;
