@@ -12,6 +12,7 @@
 #include "lightning/state_dict_hooks.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/checkpoint_reader.h"
+#include "sharded/checkpoint/checkpoint_root.h"
 #include "sharded/collectives.h"
 #include "sharded/no_throw.h"
 #include "sharded/stable_hash.h"
@@ -73,12 +74,16 @@ absl::Status LocalStep(LightningModule& module, const DataSource& data, const St
   });
 }
 
-// Rank 0's answer to "is there a committed checkpoint?", shared with all.
-absl::StatusOr<bool> CheckpointCommitted(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg) {
-  const bool here = ckpt::HasCommittedCheckpoint(dir, storage);
+// What checkpoint_dir holds, by rank 0's look, shared with all.
+enum class Layout { kNone, kPlain, kRoot };
+absl::StatusOr<Layout> CheckpointLayout(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg) {
+  const Layout here = ckpt::IsCheckpointRoot(dir, storage)       ? Layout::kRoot
+                      : ckpt::HasCommittedCheckpoint(dir, storage) ? Layout::kPlain
+                                                                   : Layout::kNone;
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
-                      sharded::AgreeAndGather(pg, {absl::OkStatus(), 0, here ? "1" : "0"}, {"resume"}));
-  return all[0] == "1";
+                      sharded::AgreeAndGather(pg, {absl::OkStatus(), 0, std::to_string(static_cast<int>(here))},
+                                              {"resume"}));
+  return static_cast<Layout>(all[0][0] - '0');
 }
 
 // What the committed checkpoint in `dir` holds besides the model, agreed
@@ -158,30 +163,51 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step));
 
   const bool checkpoints = !options_.checkpoint_dir.empty();
-  if (checkpoints && options_.resume) {
-    SL_ASSIGN_OR_RETURN(bool committed, CheckpointCommitted(options_.checkpoint_dir, options_.save_options.storage.get(), *pg));
-    if (committed) {
-      // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
-      SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", options_.checkpoint_dir, *pg));
-      SL_RETURN_IF_ERROR(Resume(module, *optimizer, step, *pg));
+  std::string resumed_from;
+  if (checkpoints) {
+    if (options_.keep_last < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("keep_last is ", options_.keep_last, "; want >= 0"));
+    }
+    SL_ASSIGN_OR_RETURN(const Layout layout,
+                        CheckpointLayout(options_.checkpoint_dir, options_.save_options.storage.get(), *pg));
+    if (layout == Layout::kRoot && options_.keep_last == 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint_dir '", options_.checkpoint_dir, "' is a checkpoint root (it has '", ckpt::kLatestFileName,
+          "'), and keep_last is 0 (one plain checkpoint); set keep_last to train into the root"));
+    }
+    if (options_.resume && layout != Layout::kNone) {
+      if (layout == Layout::kPlain) {
+        SL_RETURN_IF_ERROR(Resume(module, *optimizer, step, *pg, options_.checkpoint_dir));
+        resumed_from = options_.checkpoint_dir;
+      } else {
+        SL_ASSIGN_OR_RETURN(resumed_from, ResumeFromRoot(module, *optimizer, step, *pg));
+      }
       state.start_step = step[0].item<int64_t>();
       SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnLoadCheckpoint", [&](Callback& c) {
-        return c.OnLoadCheckpoint(state, state.start_step, options_.checkpoint_dir);
+        return c.OnLoadCheckpoint(state, state.start_step, resumed_from);
       }));
     }
   }
   FitResult result;
   result.start_step = state.start_step;
+  result.resumed_from = resumed_from;
   SL_RETURN_IF_ERROR(
       CallbacksAgree(callbacks_, *pg, "OnTrainStart", [&](Callback& c) { return c.OnTrainStart(state); }));
 
   auto save = [&](int64_t done) -> absl::Status {
     // metrics: rebuilt so metric states are synced and grown (cat) states saved at their current size.
     SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step));
-    SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, options_.save_options));
+    std::string saved_in = options_.checkpoint_dir;
+    if (options_.keep_last > 0) {
+      const ckpt::RootSaveOptions root_options{options_.keep_last, options_.save_options};
+      SL_RETURN_IF_ERROR(ckpt::SaveToCheckpointRoot(checkpoint_state, options_.checkpoint_dir, done, *pg, root_options));
+      saved_in = ckpt::JoinPath(options_.checkpoint_dir, ckpt::StepDirName(done));
+    } else {
+      SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, options_.save_options));
+    }
     ++result.checkpoints_saved;
     return CallbacksAgree(callbacks_, *pg, "OnSaveCheckpoint", [&](Callback& c) {
-      return c.OnSaveCheckpoint(state, done, options_.checkpoint_dir);
+      return c.OnSaveCheckpoint(state, done, saved_in);
     });
   };
 
@@ -215,8 +241,24 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   return result;
 }
 
+absl::StatusOr<std::string> Trainer::ResumeFromRoot(LightningModule& module, Optimizer& optimizer,
+                                                    const at::Tensor& step, c10d::ProcessGroup& pg) {
+  SL_ASSIGN_OR_RETURN(const ckpt::RootLoadResult loaded,
+                      ckpt::LoadFromCheckpointRoot(options_.checkpoint_dir, pg, options_.save_options.storage.get(),
+                                                   [&](const std::string& dir) {
+                                                     return Resume(module, optimizer, step, pg, dir);
+                                                   }));
+  if (pg.getRank() == 0 && !loaded.fallbacks.empty()) {
+    for (const std::string& line : loaded.fallbacks) std::cout << "resume: " << line << "\n";
+    std::cout << "resume: loaded step " << loaded.step << " from " << loaded.dir << "\n";
+  }
+  return loaded.dir;
+}
+
 absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
-                             c10d::ProcessGroup& pg) {
+                             c10d::ProcessGroup& pg, const std::string& dir) {
+  // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
+  SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", dir, pg));
   // The model's entries load into fresh tensors of the module's layout and
   // reach the module through LoadStateDict, so its load hooks run; the
   // optimizer's state and the step load in place.
@@ -234,18 +276,18 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
     SL_RETURN_IF_ERROR(target.Insert("model." + key, fresh));
   }
   SL_ASSIGN_OR_RETURN(const SavedExtras extras,
-                      CheckpointExtras(options_.checkpoint_dir, options_.save_options.storage.get(), pg));
+                      CheckpointExtras(dir, options_.save_options.storage.get(), pg));
   if (extras.optimizer) {
     SL_RETURN_IF_ERROR(optimizer.AddStateTo(target, "optimizer."));
   } else if (pg.getRank() == 0) {
-    std::cout << "resume: the checkpoint in " << options_.checkpoint_dir
+    std::cout << "resume: the checkpoint in " << dir
               << " holds no optimizer state (weights only): the optimizer starts fresh\n";
   }
   if (extras.step) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
   ckpt::LoadOptions load;
   load.verify_before_write = true;  // a damaged checkpoint changes nothing
   load.storage = options_.save_options.storage;
-  SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, options_.checkpoint_dir, pg, load));
+  SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, dir, pg, load));
   const absl::Status loaded =
       sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
   return sharded::Agree(pg, loaded, "resume");

@@ -7,7 +7,19 @@
 // checkpoint_dir if one is committed there -> loop: TrainingStep, backward,
 // dense gradients summed across ranks (sharded gradients stay local),
 // optimizer step, callbacks, a checkpoint every `checkpoint_every` steps and
-// at the end. The checkpoint holds the module's state dict ("model."), the
+// at the end.
+//
+// Where checkpoints go (like Lightning's ModelCheckpoint with
+// every_n_train_steps = checkpoint_every and save_top_k = keep_last):
+// keep_last == 0 keeps one plain checkpoint in checkpoint_dir, replaced by
+// each save; keep_last > 0 makes checkpoint_dir a checkpoint root
+// (sharded/checkpoint/checkpoint_root.h): step-<N>/ per save, `latest`
+// moved once the new one is durable, the newest keep_last kept. A resume
+// picks the newest good checkpoint: the root's latest, falling back to an
+// older step when it fails verification (rank 0 prints which, and why); a
+// root without `latest` but with a plain checkpoint in checkpoint_dir (a
+// run from before keep_last was set, or `ckpt import`) resumes from that.
+// A checkpoint_dir that is a root with keep_last == 0 is an error naming it. The checkpoint holds the module's state dict ("model."), the
 // optimizer state ("optimizer.", sharded where its parameter is) and the step
 // ("trainer.step"), so a resume -- on the same or another world size --
 // continues from exactly that state.
@@ -54,6 +66,7 @@ struct TrainerOptions {
   uint64_t seed = 0;       // passed to ConfigureShardedModel
   std::string checkpoint_dir;    // empty: no checkpoints, no resume
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: only at the end
+  int keep_last = 0;             // > 0: checkpoint_dir is a root keeping this many steps (see above)
   bool resume = true;            // load checkpoint_dir's checkpoint if it has one
   int64_t log_every = 0;         // > 0: a ProgressCallback on std::cout every this many steps
   std::chrono::milliseconds probe_timeout{std::chrono::seconds(30)};
@@ -66,6 +79,7 @@ struct FitResult {
   int64_t end_step = 0;
   std::vector<double> losses;  // global loss of each step this Fit ran
   int checkpoints_saved = 0;
+  std::string resumed_from;  // the checkpoint directory a resume loaded; empty: none
 };
 
 class Trainer {
@@ -75,8 +89,13 @@ class Trainer {
                                 c10::intrusive_ptr<c10d::ProcessGroup> pg);
 
  private:
-  // Loads the committed checkpoint in options_.checkpoint_dir (collective).
-  absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg);
+  // Loads the newest good step of the root in checkpoint_dir, falling back
+  // to older ones; returns the step directory loaded (collective).
+  absl::StatusOr<std::string> ResumeFromRoot(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
+                                           c10d::ProcessGroup& pg);
+  // Loads the committed checkpoint in `dir` (collective).
+  absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg,
+                      const std::string& dir);
 
   TrainerOptions options_;
   std::vector<std::shared_ptr<Callback>> callbacks_;

@@ -77,6 +77,7 @@ absl::StatusOr<RankResult> TrainRank(const TrainingRunOptions& options, c10::int
   trainer_options.seed = options.seed;
   trainer_options.checkpoint_dir = options.checkpoint_dir;
   trainer_options.checkpoint_every = options.checkpoint_every;
+  trainer_options.keep_last = options.keep_last;
   trainer_options.probe_timeout = options.collective_timeout;
   trainer_options.log_every = options.log_every;
   auto on_load = std::make_shared<SnapshotOnLoad>(module);

@@ -39,6 +39,7 @@ struct TrainingRunOptions {
   int64_t batch_size = 32;
   std::string checkpoint_dir;  // empty: no checkpoints
   int64_t checkpoint_every = 0;
+  int keep_last = 0;  // > 0: checkpoint_dir is a checkpoint root keeping this many steps (TrainerOptions)
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   std::optional<FaultPlan> fault;
   int64_t log_every = 0;  // progress lines from rank 0

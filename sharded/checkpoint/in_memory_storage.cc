@@ -106,7 +106,16 @@ absl::Status InMemoryStorage::Rename(const std::string& from, const std::string&
 
 absl::Status InMemoryStorage::Remove(const std::string& path) {
   std::lock_guard<std::mutex> lock(mu_);
-  files_.erase(path);
+  if (files_.erase(path) > 0) return absl::OkStatus();
+  const std::string d = Trimmed(path);
+  if (dirs_.count(d) == 0) return absl::OkStatus();
+  for (const auto& [file, bytes] : files_) {
+    if (Parent(file) == d) return absl::FailedPreconditionError(absl::StrCat("cannot remove '", path, "': Directory not empty"));
+  }
+  for (const std::string& sub : dirs_) {
+    if (Parent(sub) == d) return absl::FailedPreconditionError(absl::StrCat("cannot remove '", path, "': Directory not empty"));
+  }
+  dirs_.erase(d);
   return absl::OkStatus();
 }
 
@@ -124,6 +133,9 @@ absl::StatusOr<std::vector<std::string>> InMemoryStorage::List(const std::string
   std::vector<std::string> names;
   for (const auto& [path, bytes] : files_) {
     if (Parent(path) == d) names.push_back(path.substr(d.size() + 1));
+  }
+  for (const std::string& sub : dirs_) {
+    if (sub != d && Parent(sub) == d) names.push_back(sub.substr(d.size() + 1));
   }
   return names;
 }

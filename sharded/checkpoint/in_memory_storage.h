@@ -1,7 +1,8 @@
 // A Storage that keeps files in memory: checkpoints in tests without a
 // directory, and a second implementation that keeps the interface honest.
 // Paths are plain strings; a directory exists once created (MakeDirectories)
-// and lists the files whose path is "dir/name". Sync and SyncDirectory do
+// and lists the files and directories whose path is "dir/name"; Remove takes
+// a file or an empty directory. Sync and SyncDirectory do
 // nothing (memory is as durable as it gets); errors read like PosixStorage's.
 #ifndef SHARDLIGHT_SHARDED_CHECKPOINT_IN_MEMORY_STORAGE_H_
 #define SHARDLIGHT_SHARDED_CHECKPOINT_IN_MEMORY_STORAGE_H_

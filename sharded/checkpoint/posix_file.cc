@@ -145,8 +145,10 @@ class Posix : public Storage {
   }
 
   absl::Status Remove(const std::string& path) override {
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return PosixError(errno, "cannot remove", path);
-    return absl::OkStatus();
+    if (::unlink(path.c_str()) == 0 || errno == ENOENT) return absl::OkStatus();
+    // Linux reports EISDIR for a directory, POSIX allows EPERM.
+    if ((errno == EISDIR || errno == EPERM) && ::rmdir(path.c_str()) == 0) return absl::OkStatus();
+    return PosixError(errno, "cannot remove", path);
   }
 
   bool Exists(const std::string& path) override {

@@ -52,10 +52,13 @@ class Storage {
   virtual absl::Status SyncDirectory(const std::string& dir) = 0;
   // Atomic replacement of `to`.
   virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
-  // A missing file is fine.
+  // A file, or an empty directory (a checkpoint root's retention removes
+  // step directories). A missing path is fine; a directory that still holds
+  // entries is an error naming it.
   virtual absl::Status Remove(const std::string& path) = 0;
   virtual bool Exists(const std::string& path) = 0;
-  // Plain names in `dir` (no "." or ".."), unsorted.
+  // Plain names in `dir` (files and subdirectories; no "." or ".."),
+  // unsorted. Fails for a path that is not a directory.
   virtual absl::StatusOr<std::vector<std::string>> List(const std::string& dir) = 0;
 };
 

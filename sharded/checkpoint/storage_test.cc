@@ -33,6 +33,11 @@ std::vector<TensorSpec> Layout(int world) {
           {"step", {}, c10::ScalarType::Long, std::nullopt}};
 }
 
+std::vector<std::string> Sorted(std::vector<std::string> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
 absl::Status Save(const std::shared_ptr<Storage>& storage, const std::string& dir, int world, int salt) {
   SaveOptions options;
   options.storage = storage;
@@ -99,12 +104,36 @@ TEST(InMemoryStorageTest, KeepsThePosixContract) {
   EXPECT_FALSE(ReadWholeFile(s, "d/a", 7).ok()) << "larger than the limit";
   ASSERT_TRUE(s.Rename("d/a", "d/b").ok());
   EXPECT_FALSE(s.Exists("d/a"));
-  EXPECT_THAT(*s.List("d"), ElementsAre("b"));
+  EXPECT_THAT(Sorted(*s.List("d")), ElementsAre("b", "e")) << "files and subdirectories";
   EXPECT_TRUE(absl::IsNotFound(s.Rename("d/a", "d/c")));
   ASSERT_TRUE(s.Remove("d/b").ok());
   EXPECT_TRUE(s.Remove("d/b").ok()) << "a missing file is fine";
-  EXPECT_TRUE(s.List("d")->empty());
+  EXPECT_THAT(*s.List("d"), ElementsAre("e"));
   EXPECT_TRUE(absl::IsNotFound(s.List("nope").status()));
+}
+
+// Both implementations list subdirectories and remove an empty directory
+// (a checkpoint root's retention needs both), but never a full one.
+void ExpectDirectoryContract(Storage& s, const std::string& root) {
+  ASSERT_TRUE(s.MakeDirectories(root + "/sub").ok());
+  auto f = File::CreateNew(s, root + "/sub/x");
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE(f->Close().ok());
+  EXPECT_THAT(*s.List(root), ElementsAre("sub"));
+  const absl::Status full = s.Remove(root + "/sub");
+  EXPECT_FALSE(full.ok()) << "a directory with a file is not removed";
+  EXPECT_THAT(std::string(full.message()), HasSubstr(root + "/sub"));
+  EXPECT_TRUE(s.Exists(root + "/sub/x"));
+  ASSERT_TRUE(s.Remove(root + "/sub/x").ok());
+  ASSERT_TRUE(s.Remove(root + "/sub").ok());
+  EXPECT_FALSE(s.Exists(root + "/sub"));
+  EXPECT_TRUE(s.List(root)->empty());
+}
+
+TEST(InMemoryStorageTest, ListsAndRemovesDirectoriesLikePosix) {
+  InMemoryStorage memory;
+  ExpectDirectoryContract(memory, "m");
+  ExpectDirectoryContract(PosixStorage(), testing::FreshDir("posix_dirs"));
 }
 
 TEST(FaultInjectingStorageTest, FailsOnlyTheNamedOperationAndTheSaveLeavesNothing) {

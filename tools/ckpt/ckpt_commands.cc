@@ -21,6 +21,7 @@
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/checkpoint/row_major_tiles.h"
 #include "sharded/checkpoint/safetensors.h"
+#include "tools/ckpt/tensor_regions.h"
 
 namespace shardlight::tools::ckpt {
 namespace {
@@ -36,7 +37,6 @@ using sharded::checkpoint::IndexTensor;
 using sharded::checkpoint::JoinPath;
 using sharded::checkpoint::Quote;
 
-constexpr int64_t kReaderBufferBytes = int64_t{8} << 20;
 constexpr int64_t kAutoProgressBytes = int64_t{256} << 20;
 
 // Byte size of a tensor of `shape`; an error when the shape is negative or
@@ -243,16 +243,8 @@ absl::Status ConsolidateInto(CheckpointReader& reader, File& file, const Consoli
     s = sharded::checkpoint::ForEachRowMajorTile(
         t.shape, window_bytes / elem, [&](const std::vector<int64_t>& off, const std::vector<int64_t>& size) {
           at::Tensor tile = at::from_blob(window.get(), size, at::TensorOptions().dtype(t.dtype));
-          const sharded::Box tile_box{off, size};
-          for (const IndexShard& sh : t.shards) {
-            if (sh.NumElements() == 0) continue;
-            std::optional<sharded::Box> region = sharded::Intersect(sh, tile_box);
-            if (!region) continue;
-            auto f = reader.OpenDataFile(sh.file, t.key);
-            if (!f.ok()) return f.status();
-            absl::Status c = entries.Copy(reader.SourceOf(t, sh, *f), tile, off, region->offsets, region->sizes);
-            if (!c.ok()) return absl::Status(c.code(), absl::StrCat("key ", Quote(t.key), ": ", c.message()));
-          }
+          absl::Status c = FillRegion(reader, entries, t, tile, off);
+          if (!c.ok()) return c;
           const int64_t n = tile.numel() * elem;
           absl::Status w = file.WriteAt(window.get(), n, pos);
           pos += n;

@@ -6,9 +6,13 @@
 //   bazel run //tools/ckpt -- --world_size=N [--shard=KEY=DIM,...] [--layout=FILE] [--prefix=P]
 //                             [--optimizer_states] [--global_step] import IN.pt OUT_DIR
 //   bazel run //tools/ckpt -- [--lightning] [--prefix=P] export DIR OUT.pt
+//   bazel run //tools/ckpt -- --world_size=M [--shard=KEY=DIM,...] [--layout=FILE] reshard IN OUT
+//   bazel run //tools/ckpt -- [--buffer_mib=N] diff A B
 //
-// Exit codes: 0 success, 1 a bad or unreadable checkpoint, 2 bad usage.
+// Exit codes: 0 success (diff: equal), 1 a bad or unreadable checkpoint (diff:
+// or different), 2 bad usage.
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -17,13 +21,14 @@
 #include "tools/flags/strict_flags.h"
 #include "tools/ckpt/ckpt_commands.h"
 #include "tools/ckpt/interop_commands.h"
+#include "tools/ckpt/layout_commands.h"
 
-ABSL_FLAG(int, buffer_mib, 64, "consolidate: MiB of the window full tensors are assembled in (1..4096)");
+ABSL_FLAG(int, buffer_mib, 64, "consolidate, diff: MiB of the window full tensors are assembled in (1..4096)");
 ABSL_FLAG(std::string, progress, "auto", "consolidate: progress lines on stderr: auto (outputs >= 256 MiB), always, never");
 
-ABSL_FLAG(int, world_size, 1, "import: ranks the checkpoint is written for (1..65536)");
-ABSL_FLAG(std::vector<std::string>, shard, {}, "import: KEY=DIM[,KEY=DIM...]: chunk KEY along DIM over the ranks");
-ABSL_FLAG(std::string, layout, "", "import: a file of KEY=DIM lines ('#' comments), as --shard");
+ABSL_FLAG(int, world_size, 1, "import, reshard: ranks the checkpoint is written for (1..65536)");
+ABSL_FLAG(std::vector<std::string>, shard, {}, "import, reshard: KEY=DIM[,KEY=DIM...]: chunk KEY along DIM over the ranks");
+ABSL_FLAG(std::string, layout, "", "import, reshard: a file of KEY=DIM lines ('#' comments), as --shard");
 ABSL_FLAG(std::string, prefix, "", "import: prepended to every key; export: only keys under it, without it");
 ABSL_FLAG(bool, optimizer_states, false, "import (Lightning): also import optimizer_states");
 ABSL_FLAG(bool, global_step, false, "import (Lightning): also import global_step as a [1] I64 tensor");
@@ -33,12 +38,24 @@ ABSL_FLAG(bool, lightning, false, "export: Lightning's layout {state_dict, globa
 namespace {
 
 constexpr char kUsage[] =
-    "usage: ckpt [flags] inspect DIR | verify DIR | consolidate DIR OUT | import IN.pt OUT_DIR | export DIR OUT.pt\n"
+    "usage: ckpt [flags] inspect DIR | verify DIR | consolidate DIR OUT | reshard IN OUT | diff A B\n"
+    "                    | import IN.pt OUT_DIR | export DIR OUT.pt\n"
     "  inspect      a table of the checkpoint's keys, shapes, dtypes, shard counts and coverage\n"
     "  verify       checks every shard's checksums; exits 1 on any failure\n"
     "  consolidate  writes every tensor, whole, into one safetensors file OUT (bounded memory)\n"
+    "  reshard      rewrites IN for --world_size ranks into OUT (each tensor chunked on its saved dim, or --shard/--layout)\n"
+    "  diff         compares A and B tensor by tensor across layouts; exits 0 if bit-equal, 1 if not\n"
     "  import       a torch.save state dict or Lightning .ckpt into a checkpoint (restricted reader, no code run)\n"
     "  export       the checkpoint as a file Python's torch.load opens (--lightning: a Lightning .ckpt)";
+
+// --shard, then --layout, into `dims` (import and reshard).
+absl::Status ShardDims(std::map<std::string, int64_t>* dims) {
+  absl::Status s = shardlight::sharded::checkpoint::pytorch::ParseShardSpecs(absl::GetFlag(FLAGS_shard), dims);
+  if (s.ok() && !absl::GetFlag(FLAGS_layout).empty()) {
+    s = shardlight::sharded::checkpoint::pytorch::ReadShardLayoutFile(absl::GetFlag(FLAGS_layout), dims);
+  }
+  return s;
+}
 
 int UsageError(const std::string& message) {
   std::cerr << "ckpt: " << message << "\n" << kUsage << "\n";
@@ -76,16 +93,27 @@ int main(int argc, char** argv) {
     if (operands != 2) return UsageError("consolidate takes two operands, DIR and OUT");
     return shardlight::tools::ckpt::Consolidate(args[2], args[3], options, std::cout, std::cerr);
   }
+  if (command == "reshard" || command == "import") {
+    if (operands != 2) return UsageError(command + " takes two operands, IN and OUT");
+  }
+  if (command == "reshard") {
+    shardlight::tools::ckpt::ReshardOptions reshard;
+    reshard.world_size = absl::GetFlag(FLAGS_world_size);
+    if (reshard.world_size < 1 || reshard.world_size > 65536) return UsageError("--world_size must be in [1, 65536]");
+    if (absl::Status s = ShardDims(&reshard.shard_dims); !s.ok()) return UsageError(std::string(s.message()));
+    return shardlight::tools::ckpt::Reshard(args[2], args[3], reshard, std::cout, std::cerr);
+  }
+  if (command == "diff") {
+    if (operands != 2) return UsageError("diff takes two operands, A and B");
+    shardlight::tools::ckpt::DiffOptions diff;
+    diff.buffer_bytes = options.buffer_bytes;
+    return shardlight::tools::ckpt::Diff(args[2], args[3], diff, std::cout, std::cerr);
+  }
   if (command == "import") {
-    if (operands != 2) return UsageError("import takes two operands, IN and OUT_DIR");
     shardlight::sharded::checkpoint::pytorch::ImportOptions import;
     import.world_size = absl::GetFlag(FLAGS_world_size);
     if (import.world_size < 1 || import.world_size > 65536) return UsageError("--world_size must be in [1, 65536]");
-    absl::Status s = shardlight::sharded::checkpoint::pytorch::ParseShardSpecs(absl::GetFlag(FLAGS_shard), &import.shard_dims);
-    if (s.ok() && !absl::GetFlag(FLAGS_layout).empty()) {
-      s = shardlight::sharded::checkpoint::pytorch::ReadShardLayoutFile(absl::GetFlag(FLAGS_layout), &import.shard_dims);
-    }
-    if (!s.ok()) return UsageError(std::string(s.message()));
+    if (absl::Status s = ShardDims(&import.shard_dims); !s.ok()) return UsageError(std::string(s.message()));
     import.key_prefix = absl::GetFlag(FLAGS_prefix);
     import.optimizer_states = absl::GetFlag(FLAGS_optimizer_states);
     import.global_step = absl::GetFlag(FLAGS_global_step);

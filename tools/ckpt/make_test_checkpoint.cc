@@ -1,7 +1,12 @@
 // Test helper for ckpt_cli_test.sh: `make DIR` saves a small checkpoint at
 // W = 3 on the simulated cluster (uneven, empty and several-per-rank shards,
 // every dtype, dense tensors); `check FILE` confirms a consolidated
-// safetensors file holds exactly those tensors. Exit 0 on success.
+// safetensors file holds exactly those tensors; `load DIR W` loads DIR on W
+// thread-ranks (every sharded tensor chunked by rows) and checks the values.
+// `make DIR SALT` saves other values (for diff); `big DIR MIB` writes a
+// checkpoint of about MIB MiB for 3 ranks (32 MiB F32 tensors, chunked by
+// rows) from one process. Exit 0 on success.
+#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -9,6 +14,7 @@
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
 #include "sharded/checkpoint/dtype_names.h"
+#include "sharded/checkpoint/offline_writer.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/checkpoint/safetensors.h"
 #include "simulate/core/simulated_cluster.h"
@@ -39,10 +45,10 @@ std::vector<TensorSpec> Layout() {
           {"step", {}, c10::ScalarType::Long, std::nullopt}};
 }
 
-int Make(const std::string& dir) {
+int Make(const std::string& dir, int salt) {
   shardlight::simulate::SimulatedCluster cluster(3, ckpt::testing::Options());
   absl::Status s = cluster.Run([&](shardlight::simulate::RankContext& ctx) -> absl::Status {
-    auto state = ckpt::testing::MakeState(Layout(), kSalt, ctx.pg);
+    auto state = ckpt::testing::MakeState(Layout(), salt, ctx.pg);
     if (!state.ok()) return state.status();
     ckpt::SaveOptions options;
     options.checksum_block_bytes = 64;
@@ -74,11 +80,46 @@ int Check(const std::string& path) {
   return 0;
 }
 
+int Load(const std::string& dir, int world) {
+  std::vector<TensorSpec> layout = Layout();
+  for (TensorSpec& t : layout) {
+    if (t.spec.has_value()) t.spec = ChunkShardingSpec::OnRanks(0, world);
+  }
+  shardlight::simulate::SimulatedCluster cluster(world, ckpt::testing::Options());
+  absl::Status s = cluster.Run([&](shardlight::simulate::RankContext& ctx) -> absl::Status {
+    auto state = ckpt::testing::MakeState(layout, -1, ctx.pg);
+    if (!state.ok()) return state.status();
+    absl::Status loaded = ckpt::LoadCheckpoint(*state, dir, *ctx.pg);
+    if (!loaded.ok()) return loaded;
+    return ckpt::testing::CheckState(*state, kSalt);
+  });
+  if (!s.ok()) return std::cerr << "make_test_checkpoint: " << s << "\n", 1;
+  std::cout << "loaded on " << world << " ranks: values match\n";
+  return 0;
+}
+
+int Big(const std::string& dir, int mib) {
+  constexpr int64_t kCols = 1024;
+  constexpr int64_t kRows = (int64_t{32} << 20) / (kCols * 4);
+  ckpt::OfflineCheckpointWriter writer(dir, 3);
+  for (int i = 0; i < std::max(1, mib / 32); ++i) {
+    at::Tensor t = at::arange(kRows * kCols, at::kFloat).reshape({kRows, kCols}).add_(i);
+    absl::Status s = writer.AddChunked(absl::StrCat("layer", i, ".weight"), t, 0);
+    if (!s.ok()) return std::cerr << s << "\n", 1;
+  }
+  absl::Status s = writer.Commit();
+  if (!s.ok()) return std::cerr << s << "\n", 1;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::string(argv[1]) == "make") return Make(argv[2]);
+  if (argc == 3 && std::string(argv[1]) == "make") return Make(argv[2], kSalt);
+  if (argc == 4 && std::string(argv[1]) == "make") return Make(argv[2], std::stoi(argv[3]));
+  if (argc == 4 && std::string(argv[1]) == "big") return Big(argv[2], std::stoi(argv[3]));
+  if (argc == 4 && std::string(argv[1]) == "load") return Load(argv[2], std::stoi(argv[3]));
   if (argc == 3 && std::string(argv[1]) == "check") return Check(argv[2]);
-  std::cerr << "usage: make_test_checkpoint make DIR | check FILE\n";
+  std::cerr << "usage: make_test_checkpoint make DIR [SALT] | check FILE | load DIR WORLD | big DIR MIB\n";
   return 2;
 }

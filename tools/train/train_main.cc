@@ -35,6 +35,9 @@ ABSL_FLAG(int, steps, 20, "train until this many steps are done (a resume contin
 ABSL_FLAG(uint64_t, seed, 1234, "seed of the model and the data");
 ABSL_FLAG(std::string, checkpoint_dir, "", "checkpoint (and resume) here; empty: no checkpoints");
 ABSL_FLAG(int, checkpoint_every, 0, "steps between checkpoints (0: only at the end)");
+ABSL_FLAG(int, keep_last, 0,
+          "0: --checkpoint_dir holds one checkpoint, replaced by each save; N > 0: it is a checkpoint root of "
+          "step-<N>/ checkpoints and a 'latest' pointer, keeping the newest N (a resume falls back past a damaged one)");
 ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
 ABSL_FLAG(int, rendezvous_timeout_ms, 300000, "how long to wait for the store and every rank, > 0");
 ABSL_FLAG(int, log_every, 0, "rank 0 prints step, loss and steps/s every N steps (0: off)");
@@ -66,10 +69,13 @@ int Main() {
   run.seed = absl::GetFlag(FLAGS_seed);
   run.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   run.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  run.keep_last = absl::GetFlag(FLAGS_keep_last);
   run.log_every = absl::GetFlag(FLAGS_log_every);
   run.min_step_time = std::chrono::milliseconds(absl::GetFlag(FLAGS_min_step_ms));
   run.collective_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   if (run.checkpoint_every < 0) return BadUsage("--checkpoint_every must be >= 0");
+  if (run.keep_last < 0) return BadUsage(absl::StrCat("--keep_last=", run.keep_last, " must be >= 0"));
+  if (run.keep_last > 0 && run.checkpoint_dir.empty()) return BadUsage("--keep_last needs --checkpoint_dir");
   if (run.log_every < 0) return BadUsage("--log_every must be >= 0");
   if (run.min_step_time.count() < 0) return BadUsage("--min_step_ms must be >= 0");
   if (run.collective_timeout.count() <= 0) return BadUsage("--timeout_ms must be > 0");

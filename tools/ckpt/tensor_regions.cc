@@ -1,0 +1,55 @@
+#include "tools/ckpt/tensor_regions.h"
+
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/box.h"
+#include "sharded/checkpoint/names.h"
+#include "sharded/no_throw.h"
+
+namespace shardlight::tools::ckpt {
+
+using sharded::checkpoint::IndexShard;
+
+absl::Status FillRegion(sharded::checkpoint::CheckpointReader& reader, sharded::checkpoint::EntryReader& entries,
+                        const sharded::checkpoint::IndexTensor& t, const at::Tensor& dst,
+                        const std::vector<int64_t>& dst_offsets) {
+  const sharded::Box box{dst_offsets, dst.sizes().vec()};
+  for (const IndexShard& sh : t.shards) {
+    if (sh.NumElements() == 0) continue;
+    std::optional<sharded::Box> region = sharded::Intersect(sh, box);
+    if (!region) continue;
+    auto f = reader.OpenDataFile(sh.file, t.key);
+    if (!f.ok()) return f.status();
+    absl::Status c = entries.Copy(reader.SourceOf(t, sh, *f), dst, dst_offsets, region->offsets, region->sizes);
+    if (!c.ok()) {
+      return absl::Status(c.code(), absl::StrCat("key ", sharded::checkpoint::Quote(t.key), ": ", c.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> ReadWhole(sharded::checkpoint::CheckpointReader& reader,
+                                     sharded::checkpoint::EntryReader& entries,
+                                     const sharded::checkpoint::IndexTensor& t) {
+  at::Tensor full;
+  absl::Status s = sharded::NoThrow([&] {
+    full = at::empty(t.shape, at::TensorOptions().dtype(t.dtype));
+    return absl::OkStatus();
+  });
+  if (!s.ok()) return s;
+  s = FillRegion(reader, entries, t, full, std::vector<int64_t>(t.shape.size(), 0));
+  if (!s.ok()) return s;
+  return full;
+}
+
+int64_t SavedShardDim(const sharded::checkpoint::IndexTensor& t) {
+  for (size_t d = 0; d < t.shape.size(); ++d) {
+    for (const IndexShard& sh : t.shards) {
+      if (sh.offsets[d] != 0 || sh.sizes[d] != t.shape[d]) return static_cast<int64_t>(d);
+    }
+  }
+  return 0;
+}
+
+}  // namespace shardlight::tools::ckpt
