@@ -8,6 +8,13 @@
 namespace shardlight::sharded {
 namespace {
 
+constexpr char kFailingRankPayload[] = "shardlight/agreed-failing-rank";
+
+absl::Status WithFailingRank(absl::Status status, int rank) {
+  status.SetPayload(kFailingRankPayload, absl::Cord(std::to_string(rank)));
+  return status;
+}
+
 // The wire form of a verdict, the only one:
 //   "+" <fingerprint> ":" <payload>   or   "-" <status code> ":" <message>
 std::string Encode(const Verdict& v) {
@@ -61,9 +68,11 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
   auto all = ExchangeVerdicts(pg, Encode(mine));
   if (!all.ok() && !mine.status.ok()) {
     // This rank's own failure is the root cause; the peers may have gone.
-    return absl::Status(mine.status.code(),
-                        absl::StrCat(context.op, " failed on rank ", pg.getRank(), ": ", mine.status.message(),
-                                     " (the other ranks could not be told: ", all.status().message(), ")"));
+    return WithFailingRank(
+        absl::Status(mine.status.code(),
+                     absl::StrCat(context.op, " failed on rank ", pg.getRank(), ": ", mine.status.message(),
+                                  " (the other ranks could not be told: ", all.status().message(), ")")),
+        pg.getRank());
   }
   if (!all.ok()) {
     return absl::UnavailableError(absl::StrCat(context.op, ": ranks could not agree (", all.status().message(), ")"));
@@ -81,7 +90,7 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
     const Decoded& v = verdicts[first_failed];
     std::string text = absl::StrCat(context.op, " failed on rank ", first_failed, ": ", v.rest);
     if (failed > 1) absl::StrAppend(&text, " (", failed - 1, " other rank", failed > 2 ? "s" : "", " failed too)");
-    return absl::Status(ClampedCode(v.number), text);
+    return WithFailingRank(absl::Status(ClampedCode(v.number), text), first_failed);
   }
   for (int r = 1; r < static_cast<int>(verdicts.size()); ++r) {
     if (verdicts[r].number != verdicts[0].number) {
@@ -93,6 +102,22 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
   payloads.reserve(verdicts.size());
   for (Decoded& v : verdicts) payloads.push_back(std::move(v.rest));
   return payloads;
+}
+
+std::optional<int> AgreedFailingRank(const absl::Status& status) {
+  int rank = 0;
+  if (auto payload = status.GetPayload(kFailingRankPayload)) {
+    if (absl::SimpleAtoi(std::string(*payload), &rank)) return rank;
+  }
+  static constexpr absl::string_view kNeedle = " failed on rank ";
+  const absl::string_view message = status.message();
+  const size_t at = message.find(kNeedle);
+  if (at == absl::string_view::npos) return std::nullopt;
+  absl::string_view digits = message.substr(at + kNeedle.size());
+  size_t n = 0;
+  while (n < digits.size() && n < 9 && digits[n] >= '0' && digits[n] <= '9') ++n;
+  if (n == 0 || !absl::SimpleAtoi(digits.substr(0, n), &rank)) return std::nullopt;
+  return rank;
 }
 
 absl::Status Agree(c10d::ProcessGroup& pg, const absl::Status& mine, absl::string_view op) {
