@@ -164,6 +164,14 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
       SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", options_.checkpoint_dir, *pg));
       SL_RETURN_IF_ERROR(Resume(module, *optimizer, step, *pg));
+      if (pg->getRank() == 0) {
+        // Leftovers of a save killed after its commit (best effort, as at a save).
+        auto removed = ckpt::RemoveUnreferencedFiles(options_.checkpoint_dir, options_.save_options.storage.get());
+        if (removed.ok() && *removed > 0) {
+          std::cout << "resume: removed " << *removed << " file" << (*removed == 1 ? "" : "s") << " in "
+                    << options_.checkpoint_dir << " that the committed checkpoint does not reference\n";
+        }
+      }
       state.start_step = step[0].item<int64_t>();
       SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnLoadCheckpoint", [&](Callback& c) {
         return c.OnLoadCheckpoint(state, state.start_step, options_.checkpoint_dir);

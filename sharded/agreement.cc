@@ -8,13 +8,6 @@
 namespace shardlight::sharded {
 namespace {
 
-constexpr char kFailingRankPayload[] = "shardlight/agreed-failing-rank";
-
-absl::Status WithFailingRank(absl::Status status, int rank) {
-  status.SetPayload(kFailingRankPayload, absl::Cord(std::to_string(rank)));
-  return status;
-}
-
 // The wire form of a verdict, the only one:
 //   "+" <fingerprint> ":" <payload>   or   "-" <status code> ":" <message>
 std::string Encode(const Verdict& v) {
@@ -68,11 +61,9 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
   auto all = ExchangeVerdicts(pg, Encode(mine));
   if (!all.ok() && !mine.status.ok()) {
     // This rank's own failure is the root cause; the peers may have gone.
-    return WithFailingRank(
-        absl::Status(mine.status.code(),
-                     absl::StrCat(context.op, " failed on rank ", pg.getRank(), ": ", mine.status.message(),
-                                  " (the other ranks could not be told: ", all.status().message(), ")")),
-        pg.getRank());
+    return absl::Status(mine.status.code(),
+                        absl::StrCat(context.op, " failed on rank ", pg.getRank(), ": ", mine.status.message(),
+                                     " (the other ranks could not be told: ", all.status().message(), ")"));
   }
   if (!all.ok()) {
     return absl::UnavailableError(absl::StrCat(context.op, ": ranks could not agree (", all.status().message(), ")"));
@@ -90,7 +81,7 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
     const Decoded& v = verdicts[first_failed];
     std::string text = absl::StrCat(context.op, " failed on rank ", first_failed, ": ", v.rest);
     if (failed > 1) absl::StrAppend(&text, " (", failed - 1, " other rank", failed > 2 ? "s" : "", " failed too)");
-    return WithFailingRank(absl::Status(ClampedCode(v.number), text), first_failed);
+    return absl::Status(ClampedCode(v.number), text);
   }
   for (int r = 1; r < static_cast<int>(verdicts.size()); ++r) {
     if (verdicts[r].number != verdicts[0].number) {
@@ -106,9 +97,6 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
 
 std::optional<int> AgreedFailingRank(const absl::Status& status) {
   int rank = 0;
-  if (auto payload = status.GetPayload(kFailingRankPayload)) {
-    if (absl::SimpleAtoi(std::string(*payload), &rank)) return rank;
-  }
   static constexpr absl::string_view kNeedle = " failed on rank ";
   const absl::string_view message = status.message();
   const size_t at = message.find(kNeedle);

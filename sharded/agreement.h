@@ -8,8 +8,8 @@
 // to do (ranks must agree on it), and an optional payload gathered to every
 // rank. The verdict every rank returns is, in this order:
 //   - the lowest failing rank's error: its code, the message
-//     "<op> failed on rank R: <message>" (plus how many other ranks failed),
-//     R also as a payload (AgreedFailingRank);
+//     "<op> failed on rank R: <message>" (plus how many other ranks failed;
+//     AgreedFailingRank reads R back);
 //   - InvalidArgument "<op>: ranks disagree on the <subject>: rank 0 and
 //     rank R passed different values" when fingerprints differ;
 //   - OK, with every rank's payload in rank order.
@@ -48,9 +48,9 @@ struct AgreementContext {
 absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, const Verdict& mine,
                                                         const AgreementContext& context);
 
-// The rank an agreed error names as failing first: its payload when the status
-// still carries it, else the first "failed on rank R" in its message. What
-// a runner of several ranks reports first, whichever rank returned first.
+// The rank an agreed error names as failing: the first "failed on rank R" in
+// its message (wrappers keep the text). What a runner of several ranks
+// reports first, whichever rank returned first.
 std::optional<int> AgreedFailingRank(const absl::Status& status);
 
 // Collective: agreement on success only.
