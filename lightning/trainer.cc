@@ -182,6 +182,14 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       } else {
         SL_ASSIGN_OR_RETURN(resumed_from, ResumeFromRoot(module, *optimizer, step, *pg));
       }
+      if (pg->getRank() == 0) {
+        // Leftovers of a save killed after its commit (best effort, as at a save).
+        auto removed = ckpt::RemoveUnreferencedFiles(resumed_from, options_.save_options.storage.get());
+        if (removed.ok() && *removed > 0) {
+          std::cout << "resume: removed " << *removed << " file" << (*removed == 1 ? "" : "s") << " in "
+                    << resumed_from << " that the committed checkpoint does not reference\n";
+        }
+      }
       state.start_step = step[0].item<int64_t>();
       SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnLoadCheckpoint", [&](Callback& c) {
         return c.OnLoadCheckpoint(state, state.start_step, resumed_from);

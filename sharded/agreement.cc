@@ -95,6 +95,19 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
   return payloads;
 }
 
+std::optional<int> AgreedFailingRank(const absl::Status& status) {
+  int rank = 0;
+  static constexpr absl::string_view kNeedle = " failed on rank ";
+  const absl::string_view message = status.message();
+  const size_t at = message.find(kNeedle);
+  if (at == absl::string_view::npos) return std::nullopt;
+  absl::string_view digits = message.substr(at + kNeedle.size());
+  size_t n = 0;
+  while (n < digits.size() && n < 9 && digits[n] >= '0' && digits[n] <= '9') ++n;
+  if (n == 0 || !absl::SimpleAtoi(digits.substr(0, n), &rank)) return std::nullopt;
+  return rank;
+}
+
 absl::Status Agree(c10d::ProcessGroup& pg, const absl::Status& mine, absl::string_view op) {
   return AgreeAndGather(pg, {mine, 0, ""}, {std::string(op)}).status();
 }

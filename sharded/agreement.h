@@ -8,7 +8,8 @@
 // to do (ranks must agree on it), and an optional payload gathered to every
 // rank. The verdict every rank returns is, in this order:
 //   - the lowest failing rank's error: its code, the message
-//     "<op> failed on rank R: <message>" (plus how many other ranks failed);
+//     "<op> failed on rank R: <message>" (plus how many other ranks failed;
+//     AgreedFailingRank reads R back);
 //   - InvalidArgument "<op>: ranks disagree on the <subject>: rank 0 and
 //     rank R passed different values" when fingerprints differ;
 //   - OK, with every rank's payload in rank order.
@@ -19,6 +20,7 @@
 #define SHARDLIGHT_SHARDED_AGREEMENT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,6 +47,11 @@ struct AgreementContext {
 // Collective: the verdict above, with every rank's payload when it is OK.
 absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, const Verdict& mine,
                                                         const AgreementContext& context);
+
+// The rank an agreed error names as failing: the first "failed on rank R" in
+// its message (wrappers keep the text). What a runner of several ranks
+// reports first, whichever rank returned first.
+std::optional<int> AgreedFailingRank(const absl::Status& status);
 
 // Collective: agreement on success only.
 absl::Status Agree(c10d::ProcessGroup& pg, const absl::Status& mine, absl::string_view op);

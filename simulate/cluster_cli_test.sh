@@ -18,6 +18,19 @@ out=$("$bin" --world_size=3 --steps=6 --fault=crash:rank=1,step=2 2>&1) || fail 
 grep -q "rank 1: injected crash of rank 1 after step 2" <<<"$out" || fail "fault run: crash not reported: $out"
 grep -q "reloaded model equals saved: yes" <<<"$out" || fail "fault run: reload check: $out"
 
+# Issue 15, defect 6: every rank returns the agreed error; the failing rank
+# is the one named first, whichever rank returned first.
+for i in 1 2 3; do
+  out=$("$bin" --world_size=5 --steps=10 --fault=save-crash:rank=4,step=4 --checkpoint_dir="$TEST_TMPDIR/crash6_$i" 2>&1) ||
+    fail "save-crash run exited $?: $out"
+  grep -q "phase 1 on 5 ranks failed: ABORTED: rank 4: checkpoint save to .* failed on rank 4: injected crash" <<<"$out" ||
+    fail "save-crash: rank 4 not named first: $out"
+done
+# Issue 15, defect 7: a rank slower than the collective timeout is named.
+out=$("$bin" --world_size=4 --steps=6 --timeout_ms=1000 --fault=delay:rank=2,step=2,ms=1800 \
+      --checkpoint_dir="$TEST_TMPDIR/delay7" 2>&1) || fail "delay run exited $?: $out"
+grep -q "phase 1 on 4 ranks failed: .*rank 2 had not arrived at collective" <<<"$out" || fail "delay: slow rank not named: $out"
+
 out=$("$bin" --scenario=faults --world_size=3 --steps=4 2>&1) || fail "faults scenario exited $?: $out"
 [ "$(grep -c "resumed from step" <<<"$out")" -eq 3 ] || fail "faults: want 3 resumes: $out"
 grep -q "completed despite the delay" <<<"$out" || fail "faults: delay row: $out"

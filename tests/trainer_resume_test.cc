@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <utility>
 
@@ -89,6 +90,31 @@ TEST(TrainerResumeTest, ResumeOnTheSameWorldSizeIsBitExact) {
   }
   ExpectEqualState(s, r);
   EXPECT_LT(s.losses.back(), s.losses.front()) << "the model should learn something";
+}
+
+// Issue 15, defect 9: files a save killed after its commit left behind go
+// at the next resume, even when that run saves nothing (it has finished).
+TEST(TrainerResumeTest, ResumeRemovesFilesTheCommittedIndexDoesNotReference) {
+  namespace fs = std::filesystem;
+  SimulatedCluster cluster(2);
+  const std::string dir = FreshDir("leftovers");
+  ASSERT_TRUE(cluster.Run([&](RankContext& ctx) { return Train(ctx, 4, dir); }).ok());
+  std::string data_file;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("data-", 0) == 0) data_file = e.path().string();
+  }
+  ASSERT_FALSE(data_file.empty());
+  const std::vector<std::string> leftovers = {"data-0123456789abcdef-r00000.safetensors",
+                                              ".tmp-0123456789abcdef-index.json",
+                                              ".tmp-0123456789abcdef-r00001.safetensors"};
+  for (const std::string& name : leftovers) fs::copy_file(data_file, fs::path(dir) / name);
+  std::ofstream(fs::path(dir) / "notes.txt") << "kept: not a name a save gives";
+  auto rerun = cluster.Run([&](RankContext& ctx) { return Train(ctx, 4, dir); });
+  ASSERT_TRUE(rerun.ok()) << rerun.status();
+  for (const std::string& name : leftovers) EXPECT_FALSE(fs::exists(fs::path(dir) / name)) << name;
+  EXPECT_TRUE(fs::exists(fs::path(dir) / "notes.txt"));
+  EXPECT_TRUE(fs::exists(data_file));
+  ASSERT_TRUE(cluster.Run([&](RankContext& ctx) { return Train(ctx, 6, dir); }).ok());  // still resumes
 }
 
 TEST(TrainerResumeTest, ResumeOnAnotherWorldSizeRestoresTheSavedState) {

@@ -12,8 +12,6 @@
 namespace shardlight::lightning {
 namespace {
 
-// Enough for dev20210809-style dates; more digits would overflow int64_t.
-constexpr size_t kMaxDigits = 18;
 
 absl::Status Invalid(absl::string_view text, absl::string_view why) {
   return absl::InvalidArgumentError(
@@ -32,12 +30,14 @@ class Cursor {
     pos_ += literal.size();
     return true;
   }
-  // Reads a run of digits; returns its length (0: none there).
+  // Reads a run of digits; returns its length (0: none there). `*value` is
+  // -1 when the number does not fit in int64_t (any length that fits does).
   size_t Digits(int64_t* value) {
     size_t start = pos_;
     int64_t v = 0;
     while (absl::ascii_isdigit(Peek())) {
-      if (pos_ - start < kMaxDigits) v = v * 10 + (Peek() - '0');
+      const int d = Peek() - '0';
+      if (v >= 0) v = v > (INT64_MAX - d) / 10 ? -1 : v * 10 + d;
       ++pos_;
     }
     *value = v;
@@ -52,7 +52,8 @@ class Cursor {
 
 std::string Where(const Cursor& c) {
   if (c.Done()) return "at the end";
-  return absl::StrCat("'", std::string(1, c.Peek()), "' at position ", c.pos());
+  // Escaped: the byte may be anything, and the message goes to logs.
+  return absl::StrCat("'", absl::CHexEscape(std::string(1, c.Peek())), "' at position ", c.pos());
 }
 
 // Number after a segment marker (the "0" of "a0", "20210809" of ".dev20210809").
@@ -60,7 +61,7 @@ absl::Status RequireNumber(absl::string_view text, Cursor& c, absl::string_view 
                            int64_t* out) {
   size_t n = c.Digits(out);
   if (n == 0) return Invalid(text, absl::StrCat(what, " needs a number, found ", Where(c)));
-  if (n > kMaxDigits) return Invalid(text, absl::StrCat(what, " number is too long"));
+  if (*out < 0) return Invalid(text, absl::StrCat(what, " number is larger than 2^63 - 1"));
   return absl::OkStatus();
 }
 
@@ -114,12 +115,12 @@ absl::StatusOr<TorchVersion> ParseTorchVersion(absl::string_view text) {
   int64_t n = 0;
   size_t digits = c.Digits(&n);
   if (digits == 0) return Invalid(text, absl::StrCat("expected a release number, found ", Where(c)));
-  if (digits > kMaxDigits) return Invalid(text, "release number is too long");
+  if (n < 0) return Invalid(text, "release number is larger than 2^63 - 1");
   if (c.Consume("!")) {  // that was the epoch
     v.epoch_ = n;
     digits = c.Digits(&n);
     if (digits == 0) return Invalid(text, absl::StrCat("expected a release after the epoch, found ", Where(c)));
-    if (digits > kMaxDigits) return Invalid(text, "release number is too long");
+    if (n < 0) return Invalid(text, "release number is larger than 2^63 - 1");
   }
   v.release_.push_back(n);
   // Release segments: ".N" repeated; ".post"/".dev" end them.
@@ -127,7 +128,7 @@ absl::StatusOr<TorchVersion> ParseTorchVersion(absl::string_view text) {
     c.Consume(".");
     digits = c.Digits(&n);
     if (digits == 0) return Invalid(text, absl::StrCat("empty release segment, found ", Where(c)));
-    if (digits > kMaxDigits) return Invalid(text, "release number is too long");
+    if (n < 0) return Invalid(text, "release number is larger than 2^63 - 1");
     v.release_.push_back(n);
   }
   // Pre-release: rc is tried first so "rc1" is not read as an unknown "r".
@@ -164,6 +165,10 @@ absl::StatusOr<TorchVersion> ParseTorchVersion(absl::string_view text) {
       }
       if (segment.empty()) {
         return Invalid(text, absl::StrCat("empty local label segment, found ", Where(c)));
+      }
+      // PEP 440 canonical form: numeric segments without leading zeros.
+      if (std::all_of(segment.begin(), segment.end(), absl::ascii_isdigit)) {
+        segment.erase(0, std::min(segment.find_first_not_of('0'), segment.size() - 1));
       }
       v.local_.push_back(std::move(segment));
       segment.clear();

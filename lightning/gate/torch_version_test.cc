@@ -153,7 +153,8 @@ TEST(TorchVersionTest, RejectsMalformedStringsQuotingThem) {
            {"1.0rc1rc2", "unexpected 'r'"},
            {"1.0.dev1.post1", "unexpected '.'"},
            {"1!", "expected a release after the epoch"},
-           {"1.1234567890123456789", "release number is too long"},
+           {"1.9223372036854775808", "release number is larger than 2^63 - 1"},
+           {"1.0a99999999999999999999", "pre-release 'a' number is larger than 2^63 - 1"},
        }) {
     absl::StatusOr<TorchVersion> v = ParseTorchVersion(c.input);
     ASSERT_FALSE(v.ok()) << "accepted \"" << c.input << "\" as " << v->ToString();
@@ -161,6 +162,31 @@ TEST(TorchVersionTest, RejectsMalformedStringsQuotingThem) {
     EXPECT_THAT(std::string(v.status().message()), HasSubstr(std::string("\"") + c.input + "\"")) << c.input;
     EXPECT_THAT(std::string(v.status().message()), HasSubstr(c.why)) << c.input;
   }
+}
+
+// Issue 15, defect 12.
+TEST(TorchVersionTest, NumbersUpToInt64MaxParse) {
+  auto v = ParseTorchVersion("9223372036854775807.0");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->ToString(), "9223372036854775807.0");
+  auto zeros = ParseTorchVersion("1.0000000000000000000000002");  // 25 digits, value 2
+  ASSERT_TRUE(zeros.ok()) << zeros.status();
+  EXPECT_EQ(zeros->ToString(), "1.2");
+}
+
+TEST(TorchVersionTest, CanonicalLocalLabelDropsLeadingZerosOfNumbers) {
+  auto v = ParseTorchVersion("1.10.0+00");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->ToString(), "1.10.0+0");
+  v = ParseTorchVersion("1.10.0+cu0113.007.ab0");
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->ToString(), "1.10.0+cu0113.7.ab0");
+}
+
+TEST(TorchVersionTest, ErrorsEscapeTheOffendingByte) {
+  auto v = ParseTorchVersion("1.0\xff");
+  ASSERT_FALSE(v.ok());
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("unexpected '\\xff' at position 3"));
 }
 
 }  // namespace

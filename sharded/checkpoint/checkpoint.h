@@ -135,6 +135,16 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
 // A null `storage` is PosixStorage().
 bool HasCommittedCheckpoint(const std::string& dir, Storage* storage = nullptr);
 
+// Removes the files the committed index in `dir` does not reference, with the
+// care a save's commit takes: only names of the exact form a save gives its
+// data and temporary files (file_names.h), and only after the index has been
+// read and validated and the directory fsynced (so a lost rename cannot
+// bring back an index that needs them). What a save killed after its commit,
+// or a failed save, left behind. Local: call it from one rank (the Trainer's
+// rank 0 does after a resume). Returns the number of files removed; an
+// unreadable or invalid index (NotFound when there is none) removes nothing.
+absl::StatusOr<int> RemoveUnreferencedFiles(const std::string& dir, Storage* storage = nullptr);
+
 }  // namespace shardlight::sharded::checkpoint
 
 #endif  // SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_H_

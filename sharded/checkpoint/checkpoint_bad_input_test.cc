@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -12,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
+#include "sharded/checkpoint/crc32c.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "simulate/core/simulated_cluster.h"
@@ -65,7 +68,9 @@ nlohmann::json ReadIndexJson(const std::string& dir) {
   return nlohmann::json::parse(in);
 }
 
-void WriteIndexJson(const std::string& dir, const nlohmann::json& j) {
+// Without index_crc32c (optional: FORMAT.md), so the edit is what is tested.
+void WriteIndexJson(const std::string& dir, nlohmann::json j) {
+  j.erase(kIndexChecksumField);
   std::ofstream(JoinPath(dir, kIndexFileName)) << j.dump(1);
 }
 
@@ -298,7 +303,91 @@ TEST(BadCheckpointTest, ShardsThatDoNotCoverATensor) {
 TEST(BadCheckpointTest, CorruptIndexJson) {
   const std::string dir = CopyOfPristine("corrupt_index");
   fs::resize_file(fs::path(dir) / kIndexFileName, 100);
-  ExpectFailsEverywhere(LoadOnEveryRank(dir, 2), {"index.json", "not a JSON object"});
+  ExpectFailsEverywhere(LoadOnEveryRank(dir, 2), {"index.json", "parse error at line 5"});
+}
+
+// Issue 15, defect 1: a FIFO in place of the index or a data file made open(2)
+// wait for a writer forever. The load now fails at once on every rank.
+TEST(BadCheckpointTest, FifoInPlaceOfAFileFailsAtOnce) {
+  const std::string dir = CopyOfPristine("fifo_index");
+  fs::remove(fs::path(dir) / kIndexFileName);
+  ASSERT_EQ(::mkfifo(JoinPath(dir, kIndexFileName).c_str(), 0644), 0);
+  ExpectFailsEverywhere(LoadOnEveryRank(dir, 2), {"index.json", "is a FIFO, not a regular file"});
+
+  const std::string dir2 = CopyOfPristine("fifo_data");
+  const std::string file = DataFile(dir2, 1);
+  fs::remove(fs::path(dir2) / file);
+  ASSERT_EQ(::mkfifo(JoinPath(dir2, file).c_str(), 0644), 0);
+  ExpectFailsEverywhere(LoadOnEveryRank(dir2, 2), {file, "is a FIFO, not a regular file"});
+
+  const std::string dir3 = CopyOfPristine("dir_data");
+  fs::remove(fs::path(dir3) / file);
+  fs::create_directory(fs::path(dir3) / file);
+  ExpectFailsEverywhere(LoadOnEveryRank(dir3, 2), {file, "is a directory, not a regular file"});
+}
+
+// Issue 15, defect 3: a data file holding an entry the index does not list
+// (an index emptied of a tensor) is refused, naming the entry.
+TEST(BadCheckpointTest, EntriesTheIndexDoesNotListAreRefused) {
+  const std::string dir = CopyOfPristine("unlisted_entry");
+  nlohmann::json index = ReadIndexJson(dir);
+  ASSERT_EQ(index["tensors"][2]["key"], "d");
+  index["tensors"].erase(2);
+  WriteIndexJson(dir, index);
+  std::vector<TensorSpec> layout = Layout();
+  layout.pop_back();  // 'd' is not asked for either
+  ExpectFailsEverywhere(LoadOnEveryRank(dir, 2, layout),
+                        {DataFile(dir, 0), "holds 4 entries; the index lists 3", "entry 'd' is not in the index"});
+}
+
+// Issue 15, defect 3: __metadata__ must say which rank wrote the file.
+TEST(BadCheckpointTest, MetadataOfAnotherRankIsRefused) {
+  const std::string dir = CopyOfPristine("metadata_rank");
+  const std::string path = JoinPath(dir, DataFile(dir, 0));
+  std::string bytes;
+  {
+    std::ifstream in(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t at = bytes.find("\"rank\":\"0\"");
+  ASSERT_NE(at, std::string::npos);
+  Poke(path, static_cast<int64_t>(at), "\"rank\":\"1\"");
+  ExpectFailsEverywhere(LoadOnEveryRank(dir, 2), {DataFile(dir, 0), "__metadata__ rank is '1'; expected '0'"});
+}
+
+// Issue 15, defect 3: a BOOL byte of 2 (checksum fixed up) loaded as true.
+TEST(BadCheckpointTest, BoolBytesOtherThanZeroOrOneAreRefused) {
+  const std::string dir = testing::FreshDir("bool_two");
+  SimulatedCluster cluster(1, testing::Options());
+  ASSERT_TRUE(cluster.Run([&](RankContext& ctx) -> absl::Status {
+                StateDict state;
+                state.Set("m", at::zeros({5}, at::kBool));
+                return SaveCheckpoint(state, dir, *ctx.pg);
+              }).ok());
+  nlohmann::json index = ReadIndexJson(dir);
+  nlohmann::json& shard = index["tensors"][0]["shards"][0];
+  const int64_t begin = shard["byte_range"][0].get<int64_t>();
+  Poke(JoinPath(dir, shard["file"].get<std::string>()), begin + 3, std::string(1, '\x02'));
+  const char bytes[5] = {0, 0, 0, 2, 0};
+  shard["crc32c"] = EncodeCrcHex({Crc32c(bytes, 5)});
+  WriteIndexJson(dir, index);
+  auto status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    StateDict state;
+    state.Set("m", at::zeros({5}, at::kBool));
+    return LoadCheckpoint(state, dir, *ctx.pg);
+  });
+  EXPECT_THAT(std::string(status.message()), HasSubstr("BOOL byte 3 of the entry is 2, not 0 or 1"));
+}
+
+// Issue 15, defects 2 and 4: an index far larger than the data it could
+// describe is refused before it is read.
+TEST(BadCheckpointTest, IndexOutOfProportionToTheDataIsRefusedUnread) {
+  const std::string dir = CopyOfPristine("huge_index");
+  std::ofstream(JoinPath(dir, kIndexFileName)) << std::string(size_t{3} << 20, '[');
+  const auto outcomes = LoadOnEveryRank(dir, 2);
+  ExpectFailsEverywhere(outcomes, {"index.json", "has 3145728 bytes, more than an index of a checkpoint with",
+                                   "refused unread"});
+  EXPECT_EQ(outcomes[0].code, absl::StatusCode::kFailedPrecondition);
 }
 
 // At save: bad keys and ranks that disagree fail everywhere and write nothing.

@@ -1,7 +1,7 @@
 // Read access to a checkpoint directory by one process: the parsed and
 // validated index, and data files opened once each and checked against it
-// (size, header length, and every entry the index places in the file: name,
-// dtype, shape and byte range). Not collective; LoadCheckpoint runs one per
+// (size, header length, __metadata__, and every entry: the file holds exactly
+// the entries the index places in it, with their dtype, shape and byte range). Not collective; LoadCheckpoint runs one per
 // rank and the ckpt tool runs one on its own.
 #ifndef SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_READER_H_
 #define SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_READER_H_
@@ -19,6 +19,18 @@
 
 namespace shardlight::sharded::checkpoint {
 
+// An index up to this size is read whatever the data; a larger one must be at
+// most kIndexBytesPerDataByte times the size of the directory's data files
+// (plus this). A real index takes well under 4 bytes per byte of the data
+// file headers that describe the same shards.
+constexpr int64_t kIndexBytesWithoutData = int64_t{1} << 20;
+constexpr int64_t kIndexBytesPerDataByte = 8;
+
+// DIR/index.json's text, refused before it is read when it is larger than
+// kMaxIndexBytes or than the limit above (FailedPrecondition), or when it is
+// not a regular file. Errors start "checkpoint index".
+absl::StatusOr<std::string> ReadIndexText(Storage& storage, const std::string& dir);
+
 class CheckpointReader {
  public:
   // Reads and validates DIR/index.json. NotFound when there is no index.
@@ -31,9 +43,15 @@ class CheckpointReader {
   int64_t header_bytes_read() const { return header_bytes_read_; }
   int files_opened() const { return static_cast<int>(files_.size()); }
 
-  // Opens file `name` of the index on first use and checks it; `key` is the
-  // key that needs it, named in errors ("key 'w': data file 'f' ...").
+  // Opens file `name` of the index on first use and checks it; `key` (may be
+  // empty) is the key that needs it, named in errors about the file ("key 'w':
+  // data file 'f' is truncated"); an error about one entry names that entry's
+  // key instead.
   absl::StatusOr<const File*> OpenDataFile(const std::string& name, const std::string& key);
+
+  // Opens and checks every file the index lists, needed or not: what a tool
+  // that reads the whole checkpoint calls first. The first error.
+  absl::Status CheckEveryFile();
 
   // Where `shard` of `tensor` is, in an opened file.
   EntrySource SourceOf(const IndexTensor& tensor, const IndexShard& shard, const File* file) const;
@@ -41,6 +59,8 @@ class CheckpointReader {
  private:
   CheckpointReader() = default;
   absl::Status CheckFile(const File& file, const IndexFile& expected);
+  // FORMAT.md's __metadata__: format, the index's version, the file's rank.
+  absl::Status CheckFileMetadata(const std::map<std::string, std::string>& metadata, const IndexFile& expected);
 
   Storage* storage_ = nullptr;
   std::string dir_;

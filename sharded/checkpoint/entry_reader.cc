@@ -59,6 +59,17 @@ absl::Status EntryReader::CheckBlock(const EntrySource& src, int64_t block, cons
                                             block * src.block_bytes, ", ", block * src.block_bytes + n,
                                             ")): the file is corrupt"));
   }
+  // FORMAT.md: a BOOL is one byte, 0 or 1. Any other byte would load as a
+  // bool whose value depends on the compiler (the checksum cannot tell).
+  if (src.dtype == c10::ScalarType::Bool) {
+    for (int64_t i = 0; i < n; ++i) {
+      const unsigned char b = static_cast<unsigned char>(data[i]);
+      if (b > 1) {
+        return absl::InvalidArgumentError(absl::StrCat(Where(src), ": BOOL byte ", block * src.block_bytes + i,
+                                                       " of the entry is ", static_cast<int>(b), ", not 0 or 1"));
+      }
+    }
+  }
   return absl::OkStatus();
 }
 

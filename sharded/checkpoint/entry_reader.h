@@ -1,5 +1,6 @@
 // Reads regions of checkpoint entries into tensors, checking every byte
-// against its block's CRC32C, with a fixed-size buffer.
+// against its block's CRC32C (and every BOOL byte against 0/1), with a
+// fixed-size buffer.
 //
 // An entry holds one box of a global tensor, row-major. To fill a region of a
 // destination tensor, the reader works out which bytes of the entry hold the

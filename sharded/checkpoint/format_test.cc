@@ -159,7 +159,10 @@ TEST(SafetensorsTest, HostileHeadersAreRefusedBeforeAllocation) {
     auto h = RoundTrip(RawHeader(json), data, "bad.safetensors");
     return std::string(h.status().message());
   };
-  EXPECT_THAT(bad("{not json", 0), HasSubstr("not a JSON object"));
+  // Syntax errors say where (issue 15, defect 5), raw bytes escaped.
+  EXPECT_THAT(bad("{not json", 0), HasSubstr("parse error at line 1, column 3"));
+  EXPECT_THAT(bad("{\"w\xff\":1", 0), ::testing::AllOf(HasSubstr("column 4"), HasSubstr("\\xff")));
+  EXPECT_THAT(bad("[1]", 0), HasSubstr("header is not a JSON object"));
   EXPECT_THAT(bad(R"({"a":{"dtype":"Q4","shape":[1],"data_offsets":[0,1]}})", 1), HasSubstr("unknown dtype 'Q4'"));
   EXPECT_THAT(bad(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 8), HasSubstr("need 8"));
   EXPECT_THAT(bad(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", 4), HasSubstr("out of range"));
@@ -236,21 +239,21 @@ TEST(SafetensorsTest, DamagedHeadersAreErrorsOrStillConsistent) {
 CheckpointIndex SmallIndex() {
   CheckpointIndex index;
   index.world_size = 2;
-  index.generation = "g";
+  index.generation = "0123456789abcdef";
   index.block_bytes = 64;
-  index.files = {{"data-g-r00000.safetensors", 0, 1000, 200}, {"data-g-r00001.safetensors", 1, 1000, 200}};
+  index.files = {{"data-0123456789abcdef-r00000.safetensors", 0, 1000, 200}, {"data-0123456789abcdef-r00001.safetensors", 1, 1000, 200}};
   IndexTensor w;
   w.key = "w";
   w.sharded = true;
   w.dtype = c10::ScalarType::Float;
   w.shape = {10, 4};
-  w.shards = {{{{0, 0}, {5, 4}}, 0, "data-g-r00000.safetensors", "w/shard-0", 208, 288, {1, 2}},
-              {{{5, 0}, {5, 4}}, 1, "data-g-r00001.safetensors", "w/shard-1", 208, 288, {3, 4}}};
+  w.shards = {{{{0, 0}, {5, 4}}, 0, "data-0123456789abcdef-r00000.safetensors", "w/shard-0", 208, 288, {1, 2}},
+              {{{5, 0}, {5, 4}}, 1, "data-0123456789abcdef-r00001.safetensors", "w/shard-1", 208, 288, {3, 4}}};
   IndexTensor b;
   b.key = "b";
   b.dtype = c10::ScalarType::Long;
   b.shape = {3};
-  b.shards = {{{{0}, {3}}, 0, "data-g-r00000.safetensors", "b", 288, 312, {0xdeadbeef}}};
+  b.shards = {{{{0}, {3}}, 0, "data-0123456789abcdef-r00000.safetensors", "b", 288, 312, {0xdeadbeef}}};
   index.tensors = {w, b};
   index.Reindex();
   return index;
@@ -268,7 +271,7 @@ TEST(IndexTest, SerializeThenParseRoundTrips) {
   EXPECT_EQ(parsed->Find("w")->shards[1].block_crcs, (std::vector<uint32_t>{3, 4}));
   EXPECT_EQ(parsed->Find("b")->shards[0].block_crcs, (std::vector<uint32_t>{0xdeadbeef}));
   EXPECT_EQ(parsed->Find("b")->dtype, c10::ScalarType::Long);
-  EXPECT_EQ(parsed->FindFile("data-g-r00001.safetensors")->rank, 1);
+  EXPECT_EQ(parsed->FindFile("data-0123456789abcdef-r00001.safetensors")->rank, 1);
   EXPECT_EQ(parsed->Find("nope"), nullptr);
 }
 
@@ -313,17 +316,89 @@ TEST(IndexTest, InconsistentIndexesNameTheKey) {
   EXPECT_EQ(Invalid([](CheckpointIndex&) {}), "OK");
 }
 
+// Issue 15, defect 2: N MiB of '[' cost ~85 bytes per byte before it was
+// refused; now the nesting limit stops the parse at the ninth '['.
+TEST(IndexTest, DeepNestingIsRefusedAtTheLimit) {
+  const std::string brackets(size_t{4} << 20, '[');
+  auto index = ParseIndex(brackets, "deep.json");
+  EXPECT_EQ(index.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(index.status().message()), HasSubstr("nesting is deeper than 8 levels"));
+  auto header = ParseSafetensorsHeader(brackets, 0, "deep.safetensors");
+  EXPECT_THAT(std::string(header.status().message()), HasSubstr("nesting is deeper than 4 levels"));
+  // Unknown members are skipped, but their nesting still counts.
+  std::string text = UnsealIndex(SerializeIndex(SmallIndex()));
+  text.insert(1, "\"future\": [[[[[[[[[[1]]]]]]]]]],");
+  EXPECT_THAT(std::string(ParseIndex(text, "i").status().message()), HasSubstr("nesting is deeper than 8 levels"));
+}
+
+// Issue 15, defect 3: JSON that nlohmann's DOM accepted silently.
+TEST(IndexTest, DuplicateKeysAndByteOrderMarksAreRefused) {
+  const std::string text = UnsealIndex(SerializeIndex(SmallIndex()));
+  std::string twice = text;
+  twice.insert(1, "\"world_size\": 9,");
+  EXPECT_THAT(std::string(ParseIndex(twice, "i").status().message()),
+              HasSubstr("key 'world_size' appears twice in the object at the top level"));
+  std::string shard_twice = text;
+  shard_twice.replace(shard_twice.find("\"rank\":0,\"file\""), 9, "\"rank\":0,\"rank\":1,");
+  EXPECT_THAT(std::string(ParseIndex(shard_twice, "i").status().message()),
+              HasSubstr("key 'rank' appears twice in the object at '/tensors/[]/shards/[]'"));
+  EXPECT_THAT(std::string(ParseIndex("\xEF\xBB\xBF" + text, "i").status().message()), HasSubstr("byte-order mark"));
+
+  auto bad = [](const std::string& json) {
+    return std::string(ParseSafetensorsHeader(json, 8, "h.safetensors").status().message());
+  };
+  const std::string entry = R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
+  EXPECT_THAT(bad(absl::StrCat(R"({"a":)", entry, R"(,"a":)", entry, "}")), HasSubstr("key 'a' appears twice"));
+  EXPECT_THAT(bad(absl::StrCat("\xEF\xBB\xBF{\"a\":", entry, "}")), HasSubstr("byte-order mark"));
+  EXPECT_TRUE(ParseSafetensorsHeader(absl::StrCat(R"({"a":)", entry, "}"), 8, "h").ok());
+}
+
+// Issue 15, defect 3: the index carries a CRC32C of its own text.
+TEST(IndexTest, IndexChecksumCatchesAnyChangedCharacter) {
+  const std::string sealed = SerializeIndex(SmallIndex());
+  ASSERT_THAT(sealed, HasSubstr("\n \"index_crc32c\": \""));
+  ASSERT_TRUE(ParseIndex(sealed, "i").ok()) << ParseIndex(sealed, "i").status();
+  // A flipped digit of a byte range and a changed letter of a key: both
+  // still valid JSON and (the key) a valid index without the checksum.
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{{"[208,288]", "[208,289]"},
+                                                                                {"\"key\": \"b\"", "\"key\": \"c\""}}) {
+    std::string changed = sealed;
+    ASSERT_NE(changed.find(from), std::string::npos) << from;
+    changed.replace(changed.find(from), from.size(), to);
+    auto parsed = ParseIndex(changed, "i");
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss) << from;
+    EXPECT_THAT(std::string(parsed.status().message()), HasSubstr("checksum mismatch")) << from;
+  }
+  // Older indexes, without the line, are read (FORMAT.md, Compatibility).
+  EXPECT_TRUE(ParseIndex(UnsealIndex(sealed), "i").ok());
+  // The line anywhere but last is refused.
+  std::string moved = UnsealIndex(sealed);
+  moved.insert(1, "\"index_crc32c\": \"00000000\",");
+  EXPECT_THAT(std::string(ParseIndex(moved, "i").status().message()), HasSubstr("index_crc32c is not the last line"));
+}
+
+// Issue 15, defect 3: FORMAT.md's names, enforced.
+TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { std::swap(i.tensors[0].shards[0].entry, i.tensors[0].shards[1].entry); }),
+              HasSubstr("key 'w': shard 0 names entry 'w/shard-1'; expected 'w/shard-0'"));
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].entry = "b2"; }),
+              HasSubstr("expected 'b'"));
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.generation = "fedcba9876543210"; }),
+              HasSubstr("is not named for generation fedcba9876543210"));
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.generation = "G"; }), HasSubstr("is not 16 lowercase hex digits"));
+}
+
 TEST(IndexTest, MalformedJsonIsAnErrorNotACrash) {
-  std::string text = SerializeIndex(SmallIndex());
+  std::string text = UnsealIndex(SerializeIndex(SmallIndex()));  // edited below, resealed
   EXPECT_FALSE(ParseIndex(text.substr(0, text.size() / 2), "i").ok());
   EXPECT_THAT(std::string(ParseIndex(R"({"format":"other"})", "i").status().message()), HasSubstr("not a shardlight"));
   std::string unknown = text;
   unknown.replace(unknown.find("\"F32\""), 5, "\"Q4\"");
-  EXPECT_THAT(std::string(ParseIndex(unknown, "i").status().message()),
+  EXPECT_THAT(std::string(ParseIndex(SealIndex(unknown), "i").status().message()),
               ::testing::AllOf(HasSubstr("key 'w'"), HasSubstr("unknown dtype 'Q4'")));
   std::string wrong_type = text;
   wrong_type.replace(wrong_type.find("\"world_size\": 2"), 15, "\"world_size\": \"2\"");
-  EXPECT_THAT(std::string(ParseIndex(wrong_type, "i").status().message()), HasSubstr("world_size"));
+  EXPECT_THAT(std::string(ParseIndex(SealIndex(wrong_type), "i").status().message()), HasSubstr("world_size"));
   auto newer = ParseIndex(R"({"format":"shardlight.checkpoint","version":7,"anything":"new"})", "i");
   EXPECT_EQ(newer.status().code(), absl::StatusCode::kFailedPrecondition);
 }

@@ -13,10 +13,6 @@ namespace shardlight::sharded::checkpoint {
 namespace {
 
 constexpr char kFormatName[] = "shardlight.checkpoint";
-constexpr size_t kMaxDims = 64;
-constexpr int kMaxWorldSize = 1 << 20;
-
-using Json = nlohmann::json;
 
 }  // namespace
 
@@ -61,37 +57,6 @@ absl::Status Bad(const std::string& index_name, const std::string& what) {
 
 absl::Status BadKey(const std::string& index_name, const std::string& key, const std::string& what) {
   return Bad(index_name, absl::StrCat("key ", Quote(key), ": ", what));
-}
-
-// Decodes (without cross-checks) one shard object.
-absl::StatusOr<IndexShard> DecodeShard(const Json& j, const std::string& what) {
-  IndexShard s;
-  auto offsets = AsInt64Array(Field(j, "offsets"), what + " offsets", kMaxDims);
-  if (!offsets.ok()) return offsets.status();
-  s.offsets = *offsets;
-  auto sizes = AsInt64Array(Field(j, "sizes"), what + " sizes", kMaxDims);
-  if (!sizes.ok()) return sizes.status();
-  s.sizes = *sizes;
-  auto rank = AsInt64(Field(j, "rank"), what + " rank", 0, kMaxWorldSize);
-  if (!rank.ok()) return rank.status();
-  s.rank = static_cast<int>(*rank);
-  auto file = AsString(Field(j, "file"), what + " file");
-  if (!file.ok()) return file.status();
-  s.file = *file;
-  auto entry = AsString(Field(j, "entry"), what + " entry");
-  if (!entry.ok()) return entry.status();
-  s.entry = *entry;
-  auto range = AsInt64Array(Field(j, "byte_range"), what + " byte_range", 2);
-  if (!range.ok()) return range.status();
-  if (range->size() != 2) return absl::InvalidArgumentError(what + " byte_range is not [begin, end]");
-  s.begin = (*range)[0];
-  s.end = (*range)[1];
-  auto crcs = AsString(Field(j, "crc32c"), what + " crc32c");
-  if (!crcs.ok()) return crcs.status();
-  if (!DecodeCrcHex(*crcs, &s.block_crcs)) {
-    return absl::InvalidArgumentError(what + " crc32c is not a string of 8-digit lowercase hex checksums");
-  }
-  return s;
 }
 
 }  // namespace
@@ -161,94 +126,7 @@ std::string SerializeIndex(const CheckpointIndex& index) {
     out += "]}";
   }
   out += "\n ]\n}\n";
-  return out;
-}
-
-absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::string& display_name) {
-  Json doc = Json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return Bad(display_name, "not a JSON object (corrupt or truncated)");
-  CheckpointIndex index;
-  try {
-    auto format = AsString(Field(doc, "format"), "format");
-    if (!format.ok() || *format != kFormatName) return Bad(display_name, "not a shardlight checkpoint index");
-    auto version = AsInt64(Field(doc, "version"), "version", 1);
-    if (!version.ok()) return Bad(display_name, std::string(version.status().message()));
-    // The version is checked before anything else a newer writer may change.
-    if (*version > kFormatVersion) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "checkpoint index ", Quote(display_name), ": written in format version ", *version,
-          ", newer than the version ", kFormatVersion, " this reader understands; upgrade shardlight to load it"));
-    }
-    index.version = *version;
-    auto world = AsInt64(Field(doc, "world_size"), "world_size", 1, kMaxWorldSize);
-    if (!world.ok()) return Bad(display_name, std::string(world.status().message()));
-    index.world_size = static_cast<int>(*world);
-    auto generation = AsString(Field(doc, "generation"), "generation");
-    if (!generation.ok()) return Bad(display_name, std::string(generation.status().message()));
-    index.generation = *generation;
-    const Json* checksum = Field(doc, "checksum");
-    auto algorithm = AsString(checksum ? Field(*checksum, "algorithm") : nullptr, "checksum.algorithm");
-    if (!algorithm.ok() || *algorithm != "crc32c") return Bad(display_name, "checksum.algorithm is not \"crc32c\"");
-    auto block = AsInt64(checksum ? Field(*checksum, "block_bytes") : nullptr, "checksum.block_bytes", kMinBlockBytes,
-                         kMaxBlockBytes);
-    if (!block.ok()) return Bad(display_name, std::string(block.status().message()));
-    index.block_bytes = *block;
-
-    const Json* files = Field(doc, "files");
-    if (files == nullptr || !files->is_array()) return Bad(display_name, "files is not an array");
-    for (size_t i = 0; i < files->size(); ++i) {
-      const Json& f = (*files)[i];
-      const std::string what = absl::StrCat("files[", i, "]");
-      IndexFile file;
-      auto name = AsString(Field(f, "name"), what + " name");
-      auto rank = AsInt64(Field(f, "rank"), what + " rank", 0, kMaxWorldSize);
-      auto bytes = AsInt64(Field(f, "bytes"), what + " bytes");
-      auto header = AsInt64(Field(f, "header_bytes"), what + " header_bytes");
-      for (const absl::Status& s : {name.status(), rank.status(), bytes.status(), header.status()}) {
-        if (!s.ok()) return Bad(display_name, std::string(s.message()));
-      }
-      file.name = *name;
-      file.rank = static_cast<int>(*rank);
-      file.bytes = *bytes;
-      file.header_bytes = *header;
-      index.files.push_back(std::move(file));
-    }
-
-    const Json* tensors = Field(doc, "tensors");
-    if (tensors == nullptr || !tensors->is_array()) return Bad(display_name, "tensors is not an array");
-    for (size_t i = 0; i < tensors->size(); ++i) {
-      const Json& t = (*tensors)[i];
-      IndexTensor tensor;
-      auto key = AsString(Field(t, "key"), absl::StrCat("tensors[", i, "] key"));
-      if (!key.ok()) return Bad(display_name, std::string(key.status().message()));
-      tensor.key = *key;
-      auto kind = AsString(Field(t, "kind"), "kind");
-      if (!kind.ok() || (*kind != "dense" && *kind != "sharded")) {
-        return BadKey(display_name, tensor.key, "kind is not \"dense\" or \"sharded\"");
-      }
-      tensor.sharded = *kind == "sharded";
-      auto dtype_name = AsString(Field(t, "dtype"), "dtype");
-      if (!dtype_name.ok()) return BadKey(display_name, tensor.key, std::string(dtype_name.status().message()));
-      const auto dtype = DtypeFromName(*dtype_name);
-      if (!dtype) return BadKey(display_name, tensor.key, absl::StrCat("unknown dtype ", Quote(*dtype_name)));
-      tensor.dtype = *dtype;
-      auto shape = AsInt64Array(Field(t, "shape"), "shape", kMaxDims);
-      if (!shape.ok()) return BadKey(display_name, tensor.key, std::string(shape.status().message()));
-      tensor.shape = *shape;
-      const Json* shards = Field(t, "shards");
-      if (shards == nullptr || !shards->is_array()) return BadKey(display_name, tensor.key, "shards is not an array");
-      for (size_t k = 0; k < shards->size(); ++k) {
-        auto shard = DecodeShard((*shards)[k], absl::StrCat("shard ", k));
-        if (!shard.ok()) return BadKey(display_name, tensor.key, std::string(shard.status().message()));
-        tensor.shards.push_back(*std::move(shard));
-      }
-      index.tensors.push_back(std::move(tensor));
-    }
-  } catch (const nlohmann::json::exception& e) {
-    return Bad(display_name, absl::StrCat("malformed: ", e.what()));
-  }
-  index.Reindex();
-  return index;
+  return SealIndex(std::move(out));
 }
 
 absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::string& display_name) {
@@ -359,7 +237,7 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
                                  " shard ", a.shard, " bytes [", a.begin, ", ", a.end, ") in file ", Quote(a.file->name)));
     }
   }
-  return absl::OkStatus();
+  return ValidateIndexNaming(index, display_name);
 }
 
 }  // namespace shardlight::sharded::checkpoint

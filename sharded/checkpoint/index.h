@@ -4,7 +4,8 @@
 // file, entry, absolute byte range and per-block CRC32C checksums.
 //
 // ParseIndex is the one gate an index passes before it is used: a newer
-// format version is FailedPrecondition; any other inconsistency (bad key or
+// format version is FailedPrecondition; an index_crc32c that does not match
+// the text is DataLoss; any other inconsistency (bad key or
 // file name, unknown dtype, shards that overlap or leave a gap, byte ranges
 // outside their file or overlapping each other, checksum counts that do not
 // match) is InvalidArgument naming the key. See FORMAT.md.
@@ -69,6 +70,7 @@ struct CheckpointIndex {
   int64_t block_bytes = 0;
   std::vector<IndexFile> files;
   std::vector<IndexTensor> tensors;  // state dict order
+  bool sealed = false;  // whether the text carried index_crc32c (DecodeIndex)
 
   // nullptr when absent. Valid after ParseIndex or Reindex.
   const IndexTensor* Find(const std::string& key) const;
@@ -87,17 +89,44 @@ inline int64_t NumBlocks(int64_t bytes, int64_t block_bytes) { return (bytes + b
 std::string EncodeCrcHex(const std::vector<uint32_t>& crcs);
 bool DecodeCrcHex(const std::string& hex, std::vector<uint32_t>* crcs);
 
+// The index's text, ending with its index_crc32c line (SealIndex).
 std::string SerializeIndex(const CheckpointIndex& index);
+
+// The member that holds the CRC32C of the index's own text (FORMAT.md).
+constexpr char kIndexChecksumField[] = "index_crc32c";
+
+// Appends the index_crc32c line to an index text that ends "\n ]\n}\n" (as
+// SerializeIndex writes it before sealing): the checksum covers every byte
+// before that line. Tools and tests that edit an index reseal it with this.
+std::string SealIndex(std::string unsealed);
+// The inverse: `sealed` without its index_crc32c line (unchanged when it has
+// none).
+std::string UnsealIndex(std::string sealed);
 
 // `display_name` names the index in errors (its path).
 absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::string& display_name);
 
-// Only the decoding half of ParseIndex (types, names of fields, the version):
-// for tools that show a damaged index before reporting what is wrong with it.
-absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::string& display_name);
+// Only the decoding half of ParseIndex (types, names of fields, the version,
+// the index's own checksum): for tools that show a damaged index before
+// reporting what is wrong with it. Streams: its memory is a small multiple of
+// what the index describes, nesting deeper than 8 levels, duplicate keys and
+// a byte-order mark are refused (json_stream.h). Callable on any byte buffer.
+// `check_checksum` false skips CheckIndexChecksum (`sealed` still says
+// whether there is one).
+absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::string& display_name,
+                                            bool check_checksum = true);
+
+// DataLoss when index_crc32c does not match the text; InvalidArgument when it
+// is not the text's last line in the form SealIndex writes.
+absl::Status CheckIndexChecksum(const std::string& json, const std::string& display_name);
 
 // Every check ParseIndex makes after decoding the JSON.
 absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& display_name);
+
+// The naming part of ValidateIndex: a 16-hex-digit generation, every file
+// named data-<generation>-r<rank>.safetensors, every shard in its rank's file
+// under the entry "<key>/shard-<i>" (a dense tensor: "<key>").
+absl::Status ValidateIndexNaming(const CheckpointIndex& index, const std::string& display_name);
 
 }  // namespace shardlight::sharded::checkpoint
 

@@ -30,6 +30,15 @@ absl::Status PosixError(int error, const std::string& op, const std::string& pat
   return absl::Status(absl::ErrnoToStatusCode(error), absl::StrCat(op, " '", path, "': ", ErrorText(error)));
 }
 
+const char* FileTypeName(mode_t mode) {
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "of an unknown type";
+}
+
 class PosixFile : public StorageFile {
  public:
   PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -99,9 +108,21 @@ class PosixFile : public StorageFile {
 class Posix : public Storage {
  public:
   absl::StatusOr<std::unique_ptr<StorageFile>> OpenForRead(const std::string& path) override {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: opening a FIFO (or a device) for reading would otherwise
+    // wait for a writer forever. The type is checked on the descriptor, so
+    // nothing can swap the file between the check and the reads.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0) return PosixError(errno, "cannot open", path);
-    return std::make_unique<PosixFile>(fd, path);
+    auto file = std::make_unique<PosixFile>(fd, path);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) return PosixError(errno, "cannot stat", path);
+    if (!S_ISREG(st.st_mode)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("'", path, "' is ", FileTypeName(st.st_mode), ", not a regular file"));
+    }
+    const int flags = ::fcntl(fd, F_GETFL);
+    if (flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) return PosixError(errno, "cannot set flags of", path);
+    return file;
   }
 
   absl::StatusOr<std::unique_ptr<StorageFile>> CreateNew(const std::string& path) override {

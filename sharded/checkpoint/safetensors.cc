@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/json_fields.h"
+#include "sharded/checkpoint/json_stream.h"
 #include "sharded/checkpoint/names.h"
 #include "sharded/shard_metadata.h"
 
@@ -15,6 +16,8 @@ namespace shardlight::sharded::checkpoint {
 namespace {
 
 constexpr size_t kMaxDims = 64;
+// {"name": {"shape": [..]}}: three levels; one spare.
+constexpr int kMaxHeaderDepth = 4;
 
 absl::Status Bad(const std::string& file, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("data file ", Quote(file), ": ", what));
@@ -30,6 +33,38 @@ absl::StatusOr<int64_t> EntryBytes(const std::string& dtype_name, const std::vec
   const int64_t elem = DtypeBytes(*dtype);
   if (*n > INT64_MAX / elem) return absl::InvalidArgumentError(absl::StrCat(what, ": byte size overflows"));
   return *n * elem;
+}
+
+// One entry of a header, checked against the data region's size.
+absl::StatusOr<SafetensorsEntry> DecodeEntry(const std::string& name, const nlohmann::json& j, int64_t data_bytes) {
+  const std::string what = absl::StrCat("entry ", Quote(name));
+  SafetensorsEntry e;
+  e.name = name;
+  auto dtype = AsString(Field(j, "dtype"), what + " dtype");
+  if (!dtype.ok()) return dtype.status();
+  e.dtype = *dtype;
+  auto shape = AsInt64Array(Field(j, "shape"), what + " shape", kMaxDims);
+  if (!shape.ok()) return shape.status();
+  e.shape = *shape;
+  auto offsets = AsInt64Array(Field(j, "data_offsets"), what + " data_offsets", 2);
+  if (!offsets.ok()) return offsets.status();
+  if (offsets->size() != 2 || (*offsets)[0] > (*offsets)[1]) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets are not [begin, end] with begin <= end"));
+  }
+  e.begin = (*offsets)[0];
+  e.end = (*offsets)[1];
+  auto bytes = EntryBytes(e.dtype, e.shape, what);
+  if (!bytes.ok()) return bytes.status();
+  if (e.end - e.begin != *bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets [", e.begin, ", ", e.end, "] hold ",
+                                                   e.end - e.begin, " bytes; dtype ", e.dtype, " and shape ",
+                                                   ShapeToString(e.shape), " need ", *bytes));
+  }
+  if (e.end > data_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets [", e.begin, ", ", e.end,
+                                                   "] are out of range: the data region has ", data_bytes, " bytes"));
+  }
+  return e;
 }
 
 }  // namespace
@@ -85,53 +120,39 @@ std::string EncodeSafetensorsHeader(const std::vector<SafetensorsEntry>& entries
 
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::string& json, int64_t data_bytes,
                                                          const std::string& display_name) {
-  nlohmann::json doc = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object()) return Bad(display_name, "header is not a JSON object");
   SafetensorsHeader header;
   header.header_bytes = static_cast<int64_t>(json.size());
-  try {
-    for (auto it = doc.begin(); it != doc.end(); ++it) {
-      const std::string& name = it.key();
-      if (name == "__metadata__") {
-        if (!it->is_object()) return Bad(display_name, "__metadata__ is not an object");
-        for (auto m = it->begin(); m != it->end(); ++m) {
-          if (!m->is_string()) return Bad(display_name, absl::StrCat("__metadata__ value ", Quote(m.key()), " is not a string"));
-          header.metadata[m.key()] = m->get<std::string>();
-        }
-        continue;
+  // Entries are records: memory holds one at a time plus the parsed entries.
+  JsonStreamSpec spec;
+  spec.max_depth = kMaxHeaderDepth;
+  spec.max_array_length = kMaxDims;
+  spec.keep_member = [](const std::string& path, const std::string& key) {
+    if (path.empty()) return true;  // entry names and __metadata__
+    if (path == "/__metadata__") return true;
+    return key == "dtype" || key == "shape" || key == "data_offsets";
+  };
+  spec.is_record = [](const std::string&, int depth) { return depth == 2; };
+  spec.on_record = [&](const std::string&, const std::string& name, nlohmann::json&& j) -> absl::Status {
+    if (name == "__metadata__") {
+      for (auto m = j.begin(); m != j.end(); ++m) {
+        if (!m->is_string()) return Bad(display_name, absl::StrCat("__metadata__ value ", Quote(m.key()), " is not a string"));
+        header.metadata[m.key()] = m->get<std::string>();
       }
-      const std::string what = absl::StrCat("entry ", Quote(name));
-      if (!it->is_object()) return Bad(display_name, absl::StrCat(what, " is not an object"));
-      SafetensorsEntry e;
-      e.name = name;
-      auto dtype = AsString(Field(*it, "dtype"), what + " dtype");
-      if (!dtype.ok()) return Bad(display_name, std::string(dtype.status().message()));
-      e.dtype = *dtype;
-      auto shape = AsInt64Array(Field(*it, "shape"), what + " shape", kMaxDims);
-      if (!shape.ok()) return Bad(display_name, std::string(shape.status().message()));
-      e.shape = *shape;
-      auto offsets = AsInt64Array(Field(*it, "data_offsets"), what + " data_offsets", 2);
-      if (!offsets.ok()) return Bad(display_name, std::string(offsets.status().message()));
-      if (offsets->size() != 2 || (*offsets)[0] > (*offsets)[1]) {
-        return Bad(display_name, absl::StrCat(what, " data_offsets are not [begin, end] with begin <= end"));
-      }
-      e.begin = (*offsets)[0];
-      e.end = (*offsets)[1];
-      auto bytes = EntryBytes(e.dtype, e.shape, what);
-      if (!bytes.ok()) return Bad(display_name, std::string(bytes.status().message()));
-      if (e.end - e.begin != *bytes) {
-        return Bad(display_name, absl::StrCat(what, " data_offsets [", e.begin, ", ", e.end, "] hold ", e.end - e.begin,
-                                              " bytes; dtype ", e.dtype, " and shape ", ShapeToString(e.shape),
-                                              " need ", *bytes));
-      }
-      if (e.end > data_bytes) {
-        return Bad(display_name, absl::StrCat(what, " data_offsets [", e.begin, ", ", e.end,
-                                              "] are out of range: the data region has ", data_bytes, " bytes"));
-      }
-      header.entries.push_back(std::move(e));
+      return absl::OkStatus();
     }
-  } catch (const nlohmann::json::exception& ex) {
-    return Bad(display_name, absl::StrCat("malformed header: ", ex.what()));
+    auto e = DecodeEntry(name, j, data_bytes);
+    if (!e.ok()) return Bad(display_name, std::string(e.status().message()));
+    header.entries.push_back(*std::move(e));
+    return absl::OkStatus();
+  };
+  auto doc = ParseJsonStream(json, spec, absl::StrCat("data file ", Quote(display_name), ": header"));
+  if (!doc.ok()) return doc.status();
+  if (!doc->is_object()) return Bad(display_name, "header is not a JSON object");
+  // Records took every object member; what is left is not an object.
+  if (!doc->empty()) {
+    const std::string& name = doc->begin().key();
+    if (name == "__metadata__") return Bad(display_name, "__metadata__ is not an object");
+    return Bad(display_name, absl::StrCat("entry ", Quote(name), " is not an object"));
   }
   std::sort(header.entries.begin(), header.entries.end(),
             [](const SafetensorsEntry& a, const SafetensorsEntry& b) {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/checkpoint_reader.h"
 #include "sharded/checkpoint/data_file.h"
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/file_names.h"
@@ -205,14 +206,16 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
 }
 
 // Rank 0, after the commit: files of earlier saves and failed saves.
-void RemoveStaleFiles(Storage& storage, const std::string& dir, const CheckpointIndex& index) {
-  auto names = storage.List(dir);
-  if (!names.ok()) return;
-  for (const std::string& name : *names) {
+absl::StatusOr<int> RemoveStaleFiles(Storage& storage, const std::string& dir, const CheckpointIndex& index) {
+  SL_ASSIGN_OR_RETURN(const std::vector<std::string> names, storage.List(dir));
+  int removed = 0;
+  for (const std::string& name : names) {
     if (IsCheckpointFileName(name) && index.FindFile(name) == nullptr) {
-      storage.Remove(JoinPath(dir, name)).IgnoreError();
+      SL_RETURN_IF_ERROR(storage.Remove(JoinPath(dir, name)));
+      ++removed;
     }
   }
+  return removed;
 }
 
 // Rank 0: writes the index under a temporary name, renames it over
@@ -246,8 +249,7 @@ absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const st
   }
   if (options.remove_stale_files) {
     NoThrow([&] {  // best effort: leftovers go at the next save
-      RemoveStaleFiles(storage, dir, index);
-      return absl::OkStatus();
+      return RemoveStaleFiles(storage, dir, index).status();
     }).IgnoreError();
   }
   return absl::OkStatus();
@@ -329,6 +331,13 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
   absl::Status done = Agree(pg, mine, what);
   if (done.ok() && stats != nullptr) stats->bytes_written = bytes_written;
   return done;
+}
+
+absl::StatusOr<int> RemoveUnreferencedFiles(const std::string& dir, Storage* storage) {
+  Storage& st = StorageOrPosix(storage);
+  SL_ASSIGN_OR_RETURN(const CheckpointReader reader, CheckpointReader::Open(dir, st));
+  SL_RETURN_IF_ERROR(st.SyncDirectory(dir));
+  return NoThrow([&]() -> absl::StatusOr<int> { return RemoveStaleFiles(st, dir, reader.index()); });
 }
 
 }  // namespace shardlight::sharded::checkpoint

@@ -10,6 +10,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sharded/agreement.h"
 #include "sharded/no_throw.h"
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
@@ -82,17 +83,27 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
   // The reported failure is the first root cause: a peer that merely lost
   // its connection or timed out (Unavailable, DeadlineExceeded) is reported
   // only when no rank failed for a reason of its own.
+  // When ranks return one agreed error, the rank it names as failing is the
+  // one reported, whichever rank returned first.
   std::mutex mu;
   absl::Status first_failure, first_symptom;  // guarded by mu
+  int first_failure_rank = -1;
+  std::vector<absl::Status> failures(static_cast<size_t>(world_size_));  // guarded by mu
+  auto prefixed = [](int rank, const absl::Status& status) {
+    absl::Status out(status.code(), absl::StrCat("rank ", rank, ": ", status.message()));
+    status.ForEachPayload([&](absl::string_view url, const absl::Cord& value) { out.SetPayload(url, value); });
+    out.SetPayload(kRankPayload, absl::Cord(std::to_string(rank)));
+    return out;
+  };
   auto record_failure = [&](int rank, absl::Status status) {
     const bool symptom = status.code() == absl::StatusCode::kUnavailable ||
                          status.code() == absl::StatusCode::kDeadlineExceeded;
     std::lock_guard<std::mutex> lock(mu);
+    failures[static_cast<size_t>(rank)] = status;
     absl::Status& slot = symptom ? first_symptom : first_failure;
     if (!slot.ok()) return;
-    slot = absl::Status(status.code(), absl::StrCat("rank ", rank, ": ", status.message()));
-    status.ForEachPayload([&](absl::string_view url, const absl::Cord& value) { slot.SetPayload(url, value); });
-    slot.SetPayload(kRankPayload, absl::Cord(std::to_string(rank)));
+    slot = prefixed(rank, status);
+    if (!symptom) first_failure_rank = rank;
   };
 
   auto rank_main = [&](int rank) {
@@ -132,7 +143,13 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
   threads.reserve(world_size_);
   for (int r = 0; r < world_size_; ++r) threads.emplace_back(rank_main, r);
   for (auto& t : threads) t.join();
-  return first_failure.ok() ? first_symptom : first_failure;
+  if (first_failure.ok()) return first_symptom;
+  const std::optional<int> named = sharded::AgreedFailingRank(failures[static_cast<size_t>(first_failure_rank)]);
+  if (named && *named != first_failure_rank && *named >= 0 && *named < world_size_ &&
+      !failures[static_cast<size_t>(*named)].ok()) {
+    return prefixed(*named, failures[static_cast<size_t>(*named)]);
+  }
+  return first_failure;
 }
 
 }  // namespace shardlight::simulate

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "sharded/agreement.h"
 
 namespace shardlight::simulate {
 namespace {
@@ -191,6 +192,21 @@ TEST(SimulatedClusterTest, RootCauseIsPreferredOverPeerSymptoms) {
   });
   EXPECT_EQ(FailedRank(status), 1);
   EXPECT_EQ(status.message(), "rank 1: timed out");
+}
+
+// Issue 15, defect 6: when every rank returns one agreed error, the rank it
+// names as failing is reported, not whichever rank returned first.
+TEST(SimulatedClusterTest, AgreedErrorIsReportedForTheFailingRank) {
+  SimulatedCluster cluster(5, FastOptions());
+  absl::Status status = cluster.Run([](RankContext& ctx) -> absl::Status {
+    const absl::Status mine = ctx.rank == 4 ? absl::AbortedError("disk full") : absl::OkStatus();
+    absl::Status agreed = sharded::Agree(*ctx.pg, mine, "save");
+    if (ctx.rank != 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));  // rank 0 returns first
+    return agreed;
+  });
+  EXPECT_EQ(status.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(FailedRank(status), 4);
+  EXPECT_EQ(status.message(), "rank 4: save failed on rank 4: disk full");
 }
 
 TEST(SimulatedClusterTest, SlowRankTurnsIntoTimeoutNotHang) {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 #include <iomanip>
 #include <memory>
 #include <optional>
@@ -113,13 +114,13 @@ int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
     err << "ckpt: no checkpoint at '" << dir << "': " << sharded::checkpoint::kIndexFileName << " is missing\n";
     return 1;
   }
-  auto text = sharded::checkpoint::ReadWholeFile(path, sharded::checkpoint::kMaxIndexBytes);
+  auto text = sharded::checkpoint::ReadIndexText(sharded::checkpoint::PosixStorage(), dir);
   if (!text.ok()) {
     err << "ckpt: " << text.status().message() << "\n";
     return 1;
   }
   // Decoded without the cross-checks, so a damaged index is still shown.
-  auto index = sharded::checkpoint::DecodeIndex(*text, path);
+  auto index = sharded::checkpoint::DecodeIndex(*text, path, /*check_checksum=*/false);
   if (!index.ok()) {
     err << "ckpt: " << index.status().message() << "\n";
     return 1;
@@ -155,7 +156,8 @@ int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
     for (size_t c = 0; c < row.size(); ++c) line += (c + 1 < row.size() ? Pad(row[c], widths[c] + 2) : row[c]);
     out << line << "\n";
   }
-  absl::Status whole = sharded::checkpoint::ValidateIndex(*index, path);
+  absl::Status whole = index->sealed ? sharded::checkpoint::CheckIndexChecksum(*text, path) : absl::OkStatus();
+  if (whole.ok()) whole = sharded::checkpoint::ValidateIndex(*index, path);
   if (!whole.ok() || !problems.empty()) {
     out << "\n";
     for (const std::string& p : problems) out << "problem: " << p << "\n";
@@ -173,12 +175,26 @@ int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
   }
   sharded::checkpoint::ReadStats stats;
   EntryReader entries(kReaderBufferBytes, &stats);
+  // Every listed file first, whether or not a tensor needs it: each must hold
+  // exactly the entries the index places in it.
+  std::set<std::string> bad_files;
+  for (const sharded::checkpoint::IndexFile& f : reader->index().files) {
+    auto file = reader->OpenDataFile(f.name, "");
+    if (!file.ok()) {
+      bad_files.insert(f.name);
+      out << "FAILED  data file " << f.name << ": " << file.status().message() << "\n";
+    }
+  }
   int failures = 0;
   int64_t shards = 0;
   for (const IndexTensor& t : reader->index().tensors) {
     absl::Status status;
     for (const IndexShard& s : t.shards) {
       ++shards;
+      if (bad_files.count(s.file) != 0) {
+        status = absl::DataLossError(absl::StrCat("data file ", Quote(s.file), " failed its check (above)"));
+        break;
+      }
       auto file = reader->OpenDataFile(s.file, t.key);
       if (!file.ok()) {
         status = file.status();
@@ -197,7 +213,10 @@ int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
       out << "FAILED  " << t.key << ": " << status.message() << "\n";
     }
   }
-  if (failures > 0) {
+  if (!bad_files.empty()) {
+    out << bad_files.size() << " of " << reader->index().files.size() << " data files failed their checks\n";
+  }
+  if (failures > 0 || !bad_files.empty()) {
     out << failures << " of " << reader->index().tensors.size() << " tensors failed verification\n";
     return 1;
   }
@@ -271,7 +290,8 @@ int Consolidate(const std::string& dir, const std::string& out_path, const Conso
   const std::string temp = absl::StrCat(out_path, ".tmp-", ::getpid());
   sharded::checkpoint::RemoveFile(temp).IgnoreError();
   auto file = File::CreateNew(temp);
-  absl::Status s = file.status();
+  absl::Status s = reader->CheckEveryFile();
+  if (s.ok()) s = file.status();
   if (s.ok()) s = ConsolidateInto(*reader, *file, options, err);
   if (s.ok()) s = sharded::checkpoint::RenameFile(temp, out_path);
   if (!s.ok()) {

@@ -162,6 +162,7 @@ absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::
                                              const ExportOptions& options) {
   auto reader = CheckpointReader::Open(dir);
   if (!reader.ok()) return reader.status();
+  if (absl::Status s = reader->CheckEveryFile(); !s.ok()) return s;
   const CheckpointIndex& index = reader->index();
   ExportReport report;
   const IndexTensor* step = nullptr;
