@@ -10,6 +10,7 @@
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/names.h"
 #include "sharded/checkpoint/safetensors.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -60,14 +61,13 @@ absl::StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& dir, 
   if (!storage.Exists(path)) {
     return absl::NotFoundError(absl::StrCat("no checkpoint at '", dir, "': ", kIndexFileName, " is missing"));
   }
-  auto text = ReadIndexText(storage, dir);
-  if (!text.ok()) return text.status();
-  auto index = ParseIndex(*text, path);
+  SL_ASSIGN_OR_RETURN(auto text, ReadIndexText(storage, dir));
+  auto index = ParseIndex(text, path);
   if (!index.ok()) return index.status();
   CheckpointReader reader;
   reader.storage_ = &storage;
   reader.dir_ = dir;
-  reader.index_bytes_ = static_cast<int64_t>(text->size());
+  reader.index_bytes_ = static_cast<int64_t>(text.size());
   reader.index_ = std::make_unique<CheckpointIndex>(*std::move(index));
   reader.index_->Reindex();  // the move left the lookup tables pointing at the same positions
   for (const IndexTensor& t : reader.index_->tensors) {
@@ -186,8 +186,7 @@ absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& na
 
 absl::Status CheckpointReader::CheckEveryFile() {
   for (const IndexFile& f : index_->files) {
-    auto file = OpenDataFile(f.name, "");
-    if (!file.ok()) return file.status();
+    SL_RETURN_IF_ERROR(OpenDataFile(f.name, "").status());
   }
   return absl::OkStatus();
 }

@@ -13,6 +13,7 @@
 #include "sharded/checkpoint/storage.h"
 #include "sharded/checkpoint/row_major_tiles.h"
 #include "sharded/checkpoint/safetensors.h"
+#include "sharded/status_macros.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "checkpoint data is little-endian raw bytes; a big-endian writer would need byte swapping"
@@ -71,11 +72,9 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
     }
     layout.push_back({e.name, dtype, e.tensor.sizes().vec(), 0, 0});
   }
-  auto data_bytes = AssignDataOffsets(layout);
-  if (!data_bytes.ok()) return data_bytes.status();
+  SL_ASSIGN_OR_RETURN(auto data_bytes, AssignDataOffsets(layout));
   const std::string header = EncodeSafetensorsHeader(layout, options.metadata);
-  absl::Status s = file.WriteAt(header.data(), static_cast<int64_t>(header.size()), 0);
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(file.WriteAt(header.data(), static_cast<int64_t>(header.size()), 0));
   WrittenFile out;
   out.header_bytes = static_cast<int64_t>(header.size()) - 8;
   const int64_t data_start = static_cast<int64_t>(header.size());
@@ -83,15 +82,12 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
   const int64_t buffer_bytes = std::max<int64_t>(options.buffer_bytes, 4096);
   for (size_t i = 0; i < entries.size(); ++i) {
     BlockChecksums crcs(options.block_bytes);
-    s = WriteTensor(file, entries[i].tensor, data_start + layout[i].begin, crcs, buffer_bytes, buffer);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(WriteTensor(file, entries[i].tensor, data_start + layout[i].begin, crcs, buffer_bytes, buffer));
     out.entries.push_back({entries[i].name, data_start + layout[i].begin, data_start + layout[i].end, crcs.Finish()});
   }
-  out.bytes = data_start + *data_bytes;
-  s = file.Sync();
-  if (!s.ok()) return s;
-  s = file.Close();
-  if (!s.ok()) return s;
+  out.bytes = data_start + data_bytes;
+  SL_RETURN_IF_ERROR(file.Sync());
+  SL_RETURN_IF_ERROR(file.Close());
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "sharded/checkpoint/crc32c.h"
 #include "sharded/checkpoint/names.h"
 #include "sharded/checkpoint/row_major_tiles.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -94,8 +95,7 @@ absl::StatusOr<char*> EntryReader::LoadBlocks(const EntrySource& src, int64_t fi
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(Where(src), ": ", s.message()));
     if (stats_) stats_->bytes_read += byte_end - byte_begin;
     for (int64_t k = read_from; k < last; ++k) {
-      s = CheckBlock(src, k, buf + (k - first) * block, std::min(block, length - k * block));
-      if (!s.ok()) return s;
+      SL_RETURN_IF_ERROR(CheckBlock(src, k, buf + (k - first) * block, std::min(block, length - k * block)));
     }
   }
   cached_file_ = src.file;
@@ -113,10 +113,9 @@ absl::Status EntryReader::ThroughBuffer(const EntrySource& src, int64_t begin, i
   while (pos < end) {
     const int64_t first = pos / block;
     const int64_t last = std::min(CeilDiv(end, block), first + max_blocks);
-    auto base = LoadBlocks(src, first, last);
-    if (!base.ok()) return base.status();
+    SL_ASSIGN_OR_RETURN(auto base, LoadBlocks(src, first, last));
     const int64_t n = std::min(end, last * block) - pos;
-    if (dst != nullptr) std::memcpy(dst + (pos - begin), *base + (pos - first * block), static_cast<size_t>(n));
+    if (dst != nullptr) std::memcpy(dst + (pos - begin), base + (pos - first * block), static_cast<size_t>(n));
     pos += n;
   }
   return absl::OkStatus();
@@ -144,8 +143,7 @@ absl::Status EntryReader::ReadRun(const EntrySource& src, int64_t begin, int64_t
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat(Where(src), ": ", s.message()));
     if (stats_) stats_->bytes_read += n;
     for (int64_t k = pos / block; k * block < pos + n; ++k) {
-      s = CheckBlock(src, k, out + (k * block - pos), std::min(block, length - k * block));
-      if (!s.ok()) return s;
+      SL_RETURN_IF_ERROR(CheckBlock(src, k, out + (k * block - pos), std::min(block, length - k * block)));
     }
   }
   if (middle_end < end) return ThroughBuffer(src, middle_end, end, dst + (middle_end - begin));
@@ -175,10 +173,9 @@ absl::Status EntryReader::Walk(const EntrySource& src, const std::vector<int64_t
   if (span <= budget) {
     const int64_t block = src.block_bytes;
     const int64_t first_block = first * elem / block;
-    auto base = LoadBlocks(src, first_block, CeilDiv((last + 1) * elem, block));
-    if (!base.ok()) return base.status();
+    SL_ASSIGN_OR_RETURN(auto base, LoadBlocks(src, first_block, CeilDiv((last + 1) * elem, block)));
     if (!verify_only) {
-      char* p = *base + (first * elem - first_block * block);
+      char* p = base + (first * elem - first_block * block);
       at::Tensor tile = at::from_blob(p, sizes, strides, at::TensorOptions().dtype(src.dtype));
       view.copy_(tile);
       if (stats_) stats_->bytes_copied += n * elem;
@@ -198,8 +195,7 @@ absl::Status EntryReader::Walk(const EntrySource& src, const std::vector<int64_t
     rel[j] = start + r;
     sizes[j] = count;
     at::Tensor sub = verify_only ? view : view.narrow(static_cast<int64_t>(j), r, count);
-    absl::Status s = Walk(src, strides, rel, sizes, sub, verify_only);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(Walk(src, strides, rel, sizes, sub, verify_only));
   }
   return absl::OkStatus();
 }

@@ -8,6 +8,7 @@
 #include "sharded/checkpoint/dtype_names.h"
 #include "sharded/checkpoint/json_fields.h"
 #include "sharded/checkpoint/names.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -132,8 +133,7 @@ std::string SerializeIndex(const CheckpointIndex& index) {
 absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::string& display_name) {
   auto index = DecodeIndex(json, display_name);
   if (!index.ok()) return index.status();
-  absl::Status s = ValidateIndex(*index, display_name);
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(ValidateIndex(*index, display_name));
   return index;
 }
 

@@ -89,14 +89,12 @@ absl::StatusOr<IndexShard> DecodeShard(const Json& j, const std::string& what) {
   auto entry = AsString(Field(j, "entry"), what + " entry");
   if (!entry.ok()) return entry.status();
   s.entry = *std::move(entry);
-  auto range = AsInt64Array(Field(j, "byte_range"), what + " byte_range", 2);
-  if (!range.ok()) return range.status();
-  if (range->size() != 2) return absl::InvalidArgumentError(what + " byte_range is not [begin, end]");
-  s.begin = (*range)[0];
-  s.end = (*range)[1];
-  auto crcs = AsString(Field(j, "crc32c"), what + " crc32c");
-  if (!crcs.ok()) return crcs.status();
-  if (!DecodeCrcHex(*crcs, &s.block_crcs)) {
+  SL_ASSIGN_OR_RETURN(auto range, AsInt64Array(Field(j, "byte_range"), what + " byte_range", 2));
+  if (range.size() != 2) return absl::InvalidArgumentError(what + " byte_range is not [begin, end]");
+  s.begin = range[0];
+  s.end = range[1];
+  SL_ASSIGN_OR_RETURN(auto crcs, AsString(Field(j, "crc32c"), what + " crc32c"));
+  if (!DecodeCrcHex(crcs, &s.block_crcs)) {
     return absl::InvalidArgumentError(what + " crc32c is not a string of 8-digit lowercase hex checksums");
   }
   return s;
@@ -215,9 +213,8 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
     }
     return absl::OkStatus();
   };
-  auto parsed = ParseJsonStream(json, spec, absl::StrCat("checkpoint index ", Quote(display_name)));
-  if (!parsed.ok()) return parsed.status();
-  const Json& doc = *parsed;
+  SL_ASSIGN_OR_RETURN(auto parsed, ParseJsonStream(json, spec, absl::StrCat("checkpoint index ", Quote(display_name))));
+  const Json& doc = parsed;
   if (!doc.is_object()) return Bad(display_name, "not a JSON object (corrupt or truncated)");
   auto format = AsString(Field(doc, "format"), "format");
   if (!format.ok() || *format != kFormatName) return Bad(display_name, "not a shardlight checkpoint index");

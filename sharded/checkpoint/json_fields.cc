@@ -1,4 +1,5 @@
 #include "sharded/checkpoint/json_fields.h"
+#include "sharded/status_macros.h"
 
 #include "absl/strings/str_cat.h"
 
@@ -46,9 +47,8 @@ absl::StatusOr<std::vector<int64_t>> AsInt64Array(const nlohmann::json* value, c
   std::vector<int64_t> out;
   out.reserve(value->size());
   for (size_t i = 0; i < value->size(); ++i) {
-    auto v = AsInt64(&(*value)[i], absl::StrCat(what, "[", i, "]"), min, max);
-    if (!v.ok()) return v.status();
-    out.push_back(*v);
+    SL_ASSIGN_OR_RETURN(auto v, AsInt64(&(*value)[i], absl::StrCat(what, "[", i, "]"), min, max));
+    out.push_back(v);
   }
   return out;
 }

@@ -13,6 +13,7 @@
 #include "sharded/no_throw.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/sharding_spec.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -26,15 +27,13 @@ OfflineCheckpointWriter::OfflineCheckpointWriter(std::string dir, int world_size
 
 absl::Status OfflineCheckpointWriter::CheckNewKey(const std::string& key) {
   if (committed_) return absl::FailedPreconditionError("the offline checkpoint writer has already committed");
-  absl::Status s = ValidateKey(key);
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(ValidateKey(key));
   if (keys_.count(key) != 0) return absl::InvalidArgumentError(KeyError(key) + "added twice");
   return absl::OkStatus();
 }
 
 absl::Status OfflineCheckpointWriter::AddDense(const std::string& key, const at::Tensor& tensor) {
-  absl::Status s = CheckNewKey(key);
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(CheckNewKey(key));
   if (!tensor.defined()) return absl::InvalidArgumentError(KeyError(key) + "the tensor is undefined");
   if (DtypeName(tensor.scalar_type()).empty()) {
     return absl::InvalidArgumentError(
@@ -200,12 +199,11 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
   const std::string text = SerializeIndex(index);
   const std::string temp_index = JoinPath(dir_, TempIndexFileName(generation));
   {
-    auto file = File::CreateNew(temp_index);
-    if (!file.ok()) return file.status();
+    SL_ASSIGN_OR_RETURN(auto file, File::CreateNew(temp_index));
     written->push_back(temp_index);
-    s = file->WriteAt(text.data(), static_cast<int64_t>(text.size()), 0);
-    if (s.ok()) s = file->Sync();
-    if (s.ok()) s = file->Close();
+    s = file.WriteAt(text.data(), static_cast<int64_t>(text.size()), 0);
+    if (s.ok()) s = file.Sync();
+    if (s.ok()) s = file.Close();
     if (!s.ok()) return s;
   }
   s = RenameFile(temp_index, JoinPath(dir_, kIndexFileName));

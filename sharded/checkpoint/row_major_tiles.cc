@@ -1,4 +1,5 @@
 #include "sharded/checkpoint/row_major_tiles.h"
+#include "sharded/status_macros.h"
 
 #include <algorithm>
 
@@ -15,16 +16,14 @@ absl::Status Tile(const std::vector<int64_t>& sizes, int64_t max_elements, size_
     for (int64_t r = 0; r < sizes[dim]; r += rows) {
       offsets[dim] = r;
       tile_sizes[dim] = std::min(rows, sizes[dim] - r);
-      absl::Status s = fn(offsets, tile_sizes);
-      if (!s.ok()) return s;
+      SL_RETURN_IF_ERROR(fn(offsets, tile_sizes));
     }
   } else {
     // One row is too large: fix this index and split the next dim.
     tile_sizes[dim] = 1;
     for (int64_t r = 0; r < sizes[dim]; ++r) {
       offsets[dim] = r;
-      absl::Status s = Tile(sizes, max_elements, dim + 1, offsets, tile_sizes, fn);
-      if (!s.ok()) return s;
+      SL_RETURN_IF_ERROR(Tile(sizes, max_elements, dim + 1, offsets, tile_sizes, fn));
     }
   }
   offsets[dim] = 0;

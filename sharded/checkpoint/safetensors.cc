@@ -11,6 +11,7 @@
 #include "sharded/checkpoint/json_stream.h"
 #include "sharded/checkpoint/names.h"
 #include "sharded/shard_metadata.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -46,13 +47,12 @@ absl::StatusOr<SafetensorsEntry> DecodeEntry(const std::string& name, const nloh
   auto shape = AsInt64Array(Field(j, "shape"), what + " shape", kMaxDims);
   if (!shape.ok()) return shape.status();
   e.shape = *shape;
-  auto offsets = AsInt64Array(Field(j, "data_offsets"), what + " data_offsets", 2);
-  if (!offsets.ok()) return offsets.status();
-  if (offsets->size() != 2 || (*offsets)[0] > (*offsets)[1]) {
+  SL_ASSIGN_OR_RETURN(auto offsets, AsInt64Array(Field(j, "data_offsets"), what + " data_offsets", 2));
+  if (offsets.size() != 2 || (offsets)[0] > (offsets)[1]) {
     return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets are not [begin, end] with begin <= end"));
   }
-  e.begin = (*offsets)[0];
-  e.end = (*offsets)[1];
+  e.begin = (offsets)[0];
+  e.end = (offsets)[1];
   auto bytes = EntryBytes(e.dtype, e.shape, what);
   if (!bytes.ok()) return bytes.status();
   if (e.end - e.begin != *bytes) {
@@ -79,11 +79,10 @@ const SafetensorsEntry* SafetensorsHeader::Find(const std::string& name) const {
 absl::StatusOr<int64_t> AssignDataOffsets(std::vector<SafetensorsEntry>& entries) {
   int64_t pos = 0;
   for (SafetensorsEntry& e : entries) {
-    auto bytes = EntryBytes(e.dtype, e.shape, absl::StrCat("entry ", Quote(e.name)));
-    if (!bytes.ok()) return bytes.status();
-    if (*bytes > INT64_MAX - pos) return absl::InvalidArgumentError("data size overflows");
+    SL_ASSIGN_OR_RETURN(auto bytes, EntryBytes(e.dtype, e.shape, absl::StrCat("entry ", Quote(e.name))));
+    if (bytes > INT64_MAX - pos) return absl::InvalidArgumentError("data size overflows");
     e.begin = pos;
-    e.end = pos + *bytes;
+    e.end = pos + bytes;
     pos = e.end;
   }
   return pos;
@@ -191,16 +190,15 @@ absl::StatusOr<SafetensorsHeader> ReadSafetensorsHeader(const File& file, int64_
                                                         const std::string& display_name, int64_t max_header_bytes,
                                                         int64_t* bytes_read) {
   // Both checks come before the allocation: a hostile length costs nothing.
-  auto n = ReadSafetensorsHeaderLength(file, file_size, display_name, bytes_read);
-  if (!n.ok()) return n.status();
-  if (*n > max_header_bytes) {
-    return Bad(display_name, absl::StrCat("header length ", *n, " exceeds the limit of ", max_header_bytes, " bytes"));
+  SL_ASSIGN_OR_RETURN(auto n, ReadSafetensorsHeaderLength(file, file_size, display_name, bytes_read));
+  if (n > max_header_bytes) {
+    return Bad(display_name, absl::StrCat("header length ", n, " exceeds the limit of ", max_header_bytes, " bytes"));
   }
-  std::string json(static_cast<size_t>(*n), '\0');
-  absl::Status s = file.ReadAt(json.data(), *n, 8);
+  std::string json(static_cast<size_t>(n), '\0');
+  absl::Status s = file.ReadAt(json.data(), n, 8);
   if (!s.ok()) return Bad(display_name, std::string(s.message()));
-  if (bytes_read) *bytes_read += *n;
-  return ParseSafetensorsHeader(json, file_size - 8 - *n, display_name);
+  if (bytes_read) *bytes_read += n;
+  return ParseSafetensorsHeader(json, file_size - 8 - n, display_name);
 }
 
 }  // namespace shardlight::sharded::checkpoint

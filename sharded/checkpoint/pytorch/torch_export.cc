@@ -11,6 +11,7 @@
 #include "sharded/checkpoint/entry_reader.h"
 #include "sharded/checkpoint/names.h"
 #include "sharded/checkpoint/posix_file.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
 namespace {
@@ -42,9 +43,8 @@ absl::StatusOr<at::Tensor> ReadWhole(CheckpointReader& reader, EntryReader& entr
   const std::vector<int64_t> origin(t.shape.size(), 0);
   for (const IndexShard& sh : t.shards) {
     if (sh.NumElements() == 0) continue;
-    auto f = reader.OpenDataFile(sh.file, t.key);
-    if (!f.ok()) return f.status();
-    absl::Status s = entries.Copy(reader.SourceOf(t, sh, *f), full, origin, sh.offsets, sh.sizes);
+    SL_ASSIGN_OR_RETURN(auto f, reader.OpenDataFile(sh.file, t.key));
+    absl::Status s = entries.Copy(reader.SourceOf(t, sh, f), full, origin, sh.offsets, sh.sizes);
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat("key ", Quote(t.key), ": ", s.message()));
   }
   return full;
@@ -70,8 +70,7 @@ absl::Status WriteZip(CheckpointReader& reader, const std::vector<Item>& items, 
   }
   zip.writeEndOfFile();
   if (!sink.status.ok()) return sink.status;
-  absl::Status s = file.Sync();
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(file.Sync());
   return file.Close();
 }
 
@@ -160,10 +159,9 @@ std::string TorchPickleWriter::Finish() {
 
 absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::string& out_path,
                                              const ExportOptions& options) {
-  auto reader = CheckpointReader::Open(dir);
-  if (!reader.ok()) return reader.status();
-  if (absl::Status s = reader->CheckEveryFile(); !s.ok()) return s;
-  const CheckpointIndex& index = reader->index();
+  SL_ASSIGN_OR_RETURN(auto reader, CheckpointReader::Open(dir));
+  if (absl::Status s = reader.CheckEveryFile(); !s.ok()) return s;
+  const CheckpointIndex& index = reader.index();
   ExportReport report;
   const IndexTensor* step = nullptr;
   if (options.lightning) {
@@ -177,9 +175,8 @@ absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::
         return absl::InvalidArgumentError(absl::StrCat("key ", Quote(step->key), " is not a one-element integer tensor"));
       }
       EntryReader entries(options.buffer_bytes, nullptr);
-      auto value = ReadWhole(*reader, entries, *step);
-      if (!value.ok()) return value.status();
-      report.global_step = value->to(at::kLong).reshape({-1})[0].item<int64_t>();
+      SL_ASSIGN_OR_RETURN(auto value, ReadWhole(reader, entries, *step));
+      report.global_step = value.to(at::kLong).reshape({-1})[0].item<int64_t>();
     }
   }
   std::vector<Item> items;
@@ -221,11 +218,10 @@ absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::
 
   const std::string temp = absl::StrCat(out_path, ".tmp-", ::getpid());
   RemoveFile(temp).IgnoreError();
-  auto file = File::CreateNew(temp);
-  if (!file.ok()) return file.status();
+  SL_ASSIGN_OR_RETURN(auto file, File::CreateNew(temp));
   absl::Status s;
   try {
-    s = WriteZip(*reader, items, bytes, options, *file, &report);
+    s = WriteZip(reader, items, bytes, options, file, &report);
   } catch (const std::exception& e) {
     s = absl::InternalError(absl::StrCat("writing the zip container failed: ", e.what()));
   }

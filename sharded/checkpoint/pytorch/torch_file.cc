@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "sharded/checkpoint/names.h"
 #include "sharded/checkpoint/posix_file.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
 namespace {
@@ -51,8 +52,7 @@ class Walker {
       case PickleKind::kList:
       case PickleKind::kTuple:
         for (size_t i = 0; i < n.items.size(); ++i) {
-          absl::Status s = Flatten(n.items[i], Join(path, std::to_string(i)), depth + 1);
-          if (!s.ok()) return s;
+          SL_RETURN_IF_ERROR(Flatten(n.items[i], Join(path, std::to_string(i)), depth + 1));
         }
         return absl::OkStatus();
       case PickleKind::kDict:
@@ -67,8 +67,7 @@ class Walker {
             return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path), ": a dict key of type ",
                                                            PickleKindName(k.kind), " (only str and int keys are imported)"));
           }
-          absl::Status s = Flatten(n.items[i + 1], Join(path, part), depth + 1);
-          if (!s.ok()) return s;
+          SL_RETURN_IF_ERROR(Flatten(n.items[i + 1], Join(path, part), depth + 1));
         }
         return absl::OkStatus();
       case PickleKind::kObject:
@@ -128,8 +127,7 @@ absl::StatusOr<Selection> SelectEntries(const PickleGraph& graph, const SelectOp
   if (options.optimizer_states) {
     if (top.count("optimizer_states") == 0) return absl::InvalidArgumentError("the checkpoint has no optimizer_states");
     selected.insert("optimizer_states");
-    s = walker.Flatten(top["optimizer_states"], "optimizer_states", 0);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(walker.Flatten(top["optimizer_states"], "optimizer_states", 0));
   }
   if (options.global_step) {
     auto it = top.find("global_step");
@@ -162,15 +160,14 @@ absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(const std::string& pa
   {
     auto file = File::OpenForRead(path);
     if (!file.ok()) return file.status();
-    auto size = file->Size();
-    if (!size.ok()) return size.status();
+    SL_ASSIGN_OR_RETURN(auto size, file->Size());
     char magic[4] = {0, 0, 0, 0};
-    if (*size >= 4 && !file->ReadAt(magic, 4, 0).ok()) return bad("unreadable");
-    if (*size >= 2 && static_cast<uint8_t>(magic[0]) == 0x80 && static_cast<uint8_t>(magic[1]) <= 5) {
+    if (size >= 4 && !file->ReadAt(magic, 4, 0).ok()) return bad("unreadable");
+    if (size >= 2 && static_cast<uint8_t>(magic[0]) == 0x80 && static_cast<uint8_t>(magic[1]) <= 5) {
       return bad("a legacy (pre-1.6, non-zip) torch.save file; re-save it with torch.save(obj, path) in PyTorch >= 1.6");
     }
-    if (*size < 22 || std::string(magic, 4) != std::string("PK\x03\x04", 4)) {
-      return bad(absl::StrCat("not a torch.save zip file (", *size < 22 ? "too short to be a zip" : "no zip signature",
+    if (size < 22 || std::string(magic, 4) != std::string("PK\x03\x04", 4)) {
+      return bad(absl::StrCat("not a torch.save zip file (", size < 22 ? "too short to be a zip" : "no zip signature",
                               ")"));
     }
   }

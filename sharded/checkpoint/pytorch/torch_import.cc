@@ -14,6 +14,7 @@
 #include "sharded/checkpoint/names.h"
 #include "sharded/checkpoint/posix_file.h"
 #include "sharded/checkpoint/pytorch/torch_file.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
 namespace {
@@ -54,12 +55,11 @@ absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const s
     return absl::InvalidArgumentError(absl::StrCat("world size ", options.world_size, " is not in [1, 65536]"));
   }
   // Read and check the whole input first.
-  auto file = TorchFile::Open(in_path);
-  if (!file.ok()) return file.status();
+  SL_ASSIGN_OR_RETURN(auto file, TorchFile::Open(in_path));
   SelectOptions select;
   select.optimizer_states = options.optimizer_states;
   select.global_step = options.global_step;
-  auto selection = SelectEntries((*file)->graph(), select);
+  auto selection = SelectEntries(file->graph(), select);
   if (!selection.ok()) {
     return absl::Status(selection.status().code(), absl::StrCat("'", in_path, "': ", selection.status().message()));
   }
@@ -81,7 +81,7 @@ absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const s
     if (!keys.insert(key).second) {
       return absl::InvalidArgumentError(absl::StrCat("'", in_path, "': two entries flatten to key ", Quote(key)));
     }
-    auto tensor = (*file)->Tensor(t.node, t.key);
+    auto tensor = file->Tensor(t.node, t.key);
     if (!tensor.ok()) return tensor.status();
     report.data_bytes += tensor->numel() * static_cast<int64_t>(tensor->element_size());
     tensors.push_back({key, t.key, *tensor});
@@ -137,10 +137,9 @@ absl::Status ParseShardSpecs(const std::vector<std::string>& specs, std::map<std
 }
 
 absl::Status ReadShardLayoutFile(const std::string& path, std::map<std::string, int64_t>* dims) {
-  auto text = ReadWholeFile(path, int64_t{16} << 20);
-  if (!text.ok()) return text.status();
+  SL_ASSIGN_OR_RETURN(auto text, ReadWholeFile(path, int64_t{16} << 20));
   std::vector<std::string> specs;
-  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
     line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
     if (!line.empty()) specs.emplace_back(line);
   }
