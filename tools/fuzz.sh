@@ -16,7 +16,9 @@ if [ ${#targets[@]} -eq 0 ]; then
 fi
 command -v clang-14 >/dev/null || { echo "fuzz: clang-14 not found (bash tools/setup.sh)"; exit 2; }
 out="${SHARDLIGHT_FUZZ_OUT:-/tmp/shardlight-fuzz}"
-base="${SHARDLIGHT_FUZZ_OUTPUT_BASE:-$HOME/.cache/shardlight/fuzz-output-base}"
+# One output base per checkout (an output base belongs to one workspace); the
+# disk cache in .bazelrc is shared, so a fresh clone builds warm.
+base="${SHARDLIGHT_FUZZ_OUTPUT_BASE:-$HOME/.cache/shardlight/fuzz-output-base/$(pwd | md5sum | cut -c1-12)}"
 labels=()
 for t in "${targets[@]}"; do labels+=("//tests/fuzz:${t}_fuzzer"); done
 # No convenience symlinks (--symlink_prefix=/): pointing bazel-* at this
