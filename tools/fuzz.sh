@@ -5,7 +5,8 @@
 # Prints one line per target: executions, new corpus entries, and the verdict;
 # exits 1 when any target crashed or broke a property (its reproducer is kept
 # under $SHARDLIGHT_FUZZ_OUT, default /tmp/shardlight-fuzz). CI runs it with a
-# short time; the closing notes report long runs.
+# short time and a fixed SHARDLIGHT_FUZZ_SEED (0, the default, is a new
+# random seed each run); the closing notes report long runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-20}"
@@ -38,7 +39,7 @@ for t in "${targets[@]}"; do
   rm -rf "$work" && mkdir -p "$work/corpus" "$work/artifacts"
   cp tests/fuzz/corpus/"$t"/* "$work/corpus/"
   log="$work/log.txt"
-  if "$bin/${t}_fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
+  if "$bin/${t}_fuzzer" -seed="${SHARDLIGHT_FUZZ_SEED:-0}" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -max_len=65536 \
       -artifact_prefix="$work/artifacts/" -print_final_stats=1 "$work/corpus" >"$log" 2>&1; then
     verdict=ok
   else
