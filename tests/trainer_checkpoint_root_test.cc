@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lightning/trainer.h"
+#include "sharded/checkpoint/checkpoint_testing.h"
 #include "simulate/embedding_mlp.h"
 #include "simulate/core/simulated_cluster.h"
 
@@ -33,13 +34,7 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kSeed = 23;
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::filesystem::path dir = std::filesystem::path(tmp ? tmp : "/tmp") / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+using sharded::checkpoint::testing::FreshDir;
 
 std::vector<std::string> Names(const std::string& dir) {
   std::vector<std::string> out;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lightning/trainer.h"
+#include "sharded/checkpoint/checkpoint_testing.h"
 #include "simulate/embedding_mlp.h"
 #include "simulate/core/simulated_cluster.h"
 
@@ -27,13 +28,7 @@ using simulate::SyntheticRegression;
 
 constexpr uint64_t kSeed = 17;
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::filesystem::path dir = std::filesystem::path(tmp ? tmp : "/tmp") / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+using sharded::checkpoint::testing::FreshDir;
 
 // Everything a run ends with, as global tensors (rank 0's view).
 struct Snapshot {

@@ -23,6 +23,7 @@
 #include "lightning/metrics/mean_squared_error.h"
 #include "lightning/metrics/metrics_callback.h"
 #include "lightning/trainer.h"
+#include "sharded/checkpoint/checkpoint_testing.h"
 #include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 
@@ -34,13 +35,7 @@ using simulate::SimulatedCluster;
 
 constexpr int64_t kClasses = 9;
 
-std::string FreshDir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  std::filesystem::path dir = std::filesystem::path(tmp ? tmp : "/tmp") / name;
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
-}
+using sharded::checkpoint::testing::FreshDir;
 
 // Step s's global batch: scores, target, preds, values; its size varies.
 class Data : public DataSource {
