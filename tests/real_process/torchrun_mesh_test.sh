@@ -4,7 +4,7 @@
 # 3 processes load that checkpoint on a 1x3 mesh, and the loaded model is
 # bit-identical to the saved one -- and to the thread simulator's run of the
 # same seed and steps (`cluster --scenario=mesh`). A mesh that does not fit
-# the world is refused with the reason.
+# the world is refused on every rank with the reason.
 source "$(dirname "$0")/common.sh" "$@"
 
 sim=$("$cluster_bin" --scenario=mesh --steps=4 --seed=21 2>&1) || fail "the mesh scenario failed: $sim"
@@ -30,9 +30,14 @@ loaded=$(mesh_digest 3 1x3 loaded "$out")
 note "torchrun 1x3: loaded digest $loaded"
 [ "$loaded" = "$saved" ] || fail "the model loaded on 1x3 ($loaded) differs from the saved one ($saved)"
 
-# A mesh that does not fit the world: exit 2 on every rank, naming both.
-out=$(torchrun_job 3 "$train_bin" --job=mesh --mesh=2x2 --checkpoint_dir="$ckpt" 2>&1)
-rc=$?
-[ $rc -ne 0 ] || fail "a 2x2 mesh on 3 processes succeeded: $out"
-grep -q "device mesh 2x2 has 4 ranks but the world has 3" <<<"$out" || fail "no reason given: $out"
+# A mesh that does not fit the world, or is not DPxTP: every rank exits 2
+# before it meets the others, naming what is wrong.
+for r in 0 1 2; do
+  out=$("$train_bin" --job=mesh --mesh=2x2 --rank=$r --world_size=3 --master_addr=127.0.0.1 --master_port=1 2>&1)
+  rc=$?
+  [ $rc -eq 2 ] || fail "rank $r of a 2x2 mesh on 3 processes exited $rc: $out"
+  grep -q "device mesh 2x2 has 4 ranks but the world has 3" <<<"$out" || fail "rank $r gave no reason: $out"
+done
+out=$("$train_bin" --job=mesh --mesh=2x 2>&1)
+[ $? -eq 2 ] && grep -q "mesh shape '2x' is not sizes >= 1 joined by 'x'" <<<"$out" || fail "bad --mesh: $out"
 echo "PASS"
