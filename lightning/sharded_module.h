@@ -1,15 +1,19 @@
-// ShardedModule: a torch::nn::Module that can hold ShardedTensor members, and
-// the two ShardedTensor state-dict hooks.
+// ShardedModule: a torch::nn::Module that can hold ShardedTensor and mesh
+// tensor (sharded/mesh/) members, and the two state-dict hooks that carry them.
 //
-// Sharded members live on any ShardedModule of a tree and are keyed like
-// parameters ("child.grandchild.name"). They reach the state dict only through
-// the hooks, which a LightningModule registers on itself in its constructor
-// when the feature gate allows (see lightning_module.h); the hooks then cover
-// every ShardedModule below it.
+// Sharded and mesh members live on any ShardedModule of a tree and are keyed
+// like parameters ("child.grandchild.name"). They reach the state dict only
+// through the hooks, which a LightningModule registers on itself in its
+// constructor when the feature gate allows (see lightning_module.h); the hooks
+// then cover every ShardedModule below it. A mesh member enters the state
+// dict as its checkpoint view (mesh_checkpoint.h: each distinct box once,
+// owned by one of its replicas), so checkpoints save and reshard it like any
+// ShardedTensor; a mesh member with a Partial placement cannot be saved
+// (StateDictOf fails with FailedPrecondition: redistribute it first).
 //
-// RegisterShardedTensor fails with FailedPrecondition naming the missing
-// capability when the gate said no, InvalidArgument for a bad or clashing
-// name, AlreadyExists for a duplicate.
+// RegisterShardedTensor / RegisterMeshTensor fail with FailedPrecondition
+// naming the missing capability when the gate said no, InvalidArgument for a
+// bad or clashing name, AlreadyExists for a duplicate.
 #ifndef SHARDLIGHT_LIGHTNING_SHARDED_MODULE_H_
 #define SHARDLIGHT_LIGHTNING_SHARDED_MODULE_H_
 
@@ -23,6 +27,7 @@
 #include "absl/status/status.h"
 #include "lightning/gate/feature_gate.h"
 #include "lightning/state_dict_hooks.h"
+#include "sharded/mesh/mesh_tensor.h"
 #include "sharded/sharded_tensor.h"
 
 namespace shardlight::lightning {
@@ -39,6 +44,12 @@ class ShardedModule : public torch::nn::Module, public StateDictHookHost {
   sharded::ShardedTensor* sharded_tensor(const std::string& name);
   const std::deque<std::pair<std::string, sharded::ShardedTensor>>& sharded_tensors() const { return sharded_; }
 
+  absl::Status RegisterMeshTensor(const std::string& name, sharded::mesh::MeshTensor tensor);
+  // nullptr when there is no such member; stable like sharded_tensor(). A
+  // load copies into the member's local() in place.
+  sharded::mesh::MeshTensor* mesh_tensor(const std::string& name);
+  const std::deque<std::pair<std::string, sharded::mesh::MeshTensor>>& mesh_tensors() const { return mesh_; }
+
   const FeatureDecision& gate() const { return gate_; }
 
   // True for a module that registered the ShardedTensor hooks on itself (a
@@ -46,8 +57,12 @@ class ShardedModule : public torch::nn::Module, public StateDictHookHost {
   virtual bool OwnsShardedHooks() const { return false; }
 
  private:
+  // Gate, name and duplicate checks shared by both kinds of member.
+  absl::Status CheckNewMember(const std::string& kind, const std::string& name);
+
   FeatureDecision gate_;
   std::deque<std::pair<std::string, sharded::ShardedTensor>> sharded_;  // deque: stable addresses
+  std::deque<std::pair<std::string, sharded::mesh::MeshTensor>> mesh_;
 };
 
 // Every sharded member of the tree under `root`, with its full key. With
@@ -57,14 +72,22 @@ std::vector<std::pair<std::string, sharded::ShardedTensor*>> ShardedMembers(torc
                                                                             const std::string& prefix,
                                                                             bool skip_hook_owners = false);
 
-// The state-dict hook: adds every sharded member of the tree under `module`.
+// Every mesh member of the tree under `root`, as ShardedMembers.
+std::vector<std::pair<std::string, sharded::mesh::MeshTensor*>> MeshMembers(torch::nn::Module& root,
+                                                                           const std::string& prefix,
+                                                                           bool skip_hook_owners = false);
+
+// The state-dict hook: adds every sharded and mesh member of the tree under
+// `module` (mesh members as their checkpoint views).
 absl::Status AddShardedMembersToStateDict(torch::nn::Module& module, StateDict& dict, const std::string& prefix);
 
-// The load pre-hook: takes the entries of the tree's sharded members out of
-// `dict` and stages their values into the members -- resharding (a
+// The load pre-hook: takes the entries of the tree's sharded and mesh members
+// out of `dict` and stages their values into the members -- resharding (a
 // collective: every rank must load together) when the stored layout differs,
-// slicing locally when the entry is a dense full tensor. A member without an
-// entry is reported missing. Global shape or dtype mismatch fails naming the key.
+// slicing locally when the entry is a dense full tensor. A mesh member's
+// values are assembled in a staging copy (its replicas filled from their
+// owner, collective) before anything is committed. A member without an entry
+// is reported missing. Global shape or dtype mismatch fails naming the key.
 absl::Status RestoreShardedMembersBeforeLoad(torch::nn::Module& module, StateDict& dict, const std::string& prefix,
                                              LoadReport& report);
 

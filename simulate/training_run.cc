@@ -129,16 +129,20 @@ absl::StatusOr<TrainingRunResult> RunTraining(const TrainingRunOptions& options)
   return result;
 }
 
-std::string ModelSnapshot::Digest() const {
+std::string TensorsDigest(const std::vector<at::Tensor>& tensors) {
   std::string bytes;
-  auto append = [&](const at::Tensor& t) {
+  for (const at::Tensor& t : tensors) {
     const at::Tensor c = t.contiguous();
     absl::StrAppend(&bytes, c.sizes().size(), ":", c.numel(), ":",
                     absl::string_view(static_cast<const char*>(c.data_ptr()), c.numel() * c.element_size()));
-  };
-  for (const auto& t : dense) append(t);
-  append(table);
+  }
   return absl::StrCat(absl::Hex(sharded::StableHash(bytes), absl::kZeroPad16));
+}
+
+std::string ModelSnapshot::Digest() const {
+  std::vector<at::Tensor> all = dense;
+  all.push_back(table);
+  return TensorsDigest(all);
 }
 
 void PrintRankTable(const std::string& title, const TrainingRunResult& result, std::ostream& out) {

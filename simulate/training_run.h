@@ -32,6 +32,10 @@ struct ModelSnapshot {
   std::string Digest() const;
 };
 
+// A fingerprint of every byte of `tensors` (with their ranks and sizes), as
+// 16 hex digits.
+std::string TensorsDigest(const std::vector<at::Tensor>& tensors);
+
 struct TrainingRunOptions {
   int world_size = 4;  // RunTraining only; TrainRank uses the group's size
   int64_t max_steps = 10;

@@ -153,6 +153,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitDistributed(const Proces
       gloo.bind_address = *local;
     }
     pg = sharded::MakeGlooGroup(group_store, placement.rank, placement.world_size, gloo);
+    ctx->gloo_ = gloo;
   }
   if (!pg.ok()) {
     return absl::Status(pg.status().code(),

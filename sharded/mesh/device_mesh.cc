@@ -3,7 +3,9 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "sharded/agreement.h"
 #include "sharded/process_groups.h"
 #include "sharded/stable_hash.h"
@@ -11,6 +13,19 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
 namespace shardlight::sharded::mesh {
+
+absl::StatusOr<std::vector<int64_t>> ParseMeshShape(const std::string& text) {
+  std::vector<int64_t> shape;
+  for (absl::string_view part : absl::StrSplit(text, 'x')) {
+    int64_t size = 0;
+    if (!absl::SimpleAtoi(part, &size) || size < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("mesh shape '", text, "' is not sizes >= 1 joined by 'x' (e.g. 2x4): bad size '", part, "'"));
+    }
+    shape.push_back(size);
+  }
+  return shape;
+}
 
 absl::Status ValidateMeshShape(const std::vector<int64_t>& shape, int world_size) {
   if (shape.empty()) return absl::InvalidArgumentError("device mesh shape is empty");
@@ -79,6 +94,8 @@ absl::StatusOr<MeshPtr> DeviceMesh::Create(const MeshContext& ctx, std::vector<i
     GlooGroupOptions options;
     options.timeout = ctx.timeout;
     options.threads = 1;
+    options.device = ctx.gloo_device;
+    options.bind_address = ctx.gloo_bind_address;
     auto store = c10::make_intrusive<c10d::PrefixStore>(
         absl::StrCat("mesh/", name, "/", mesh->ShapeString(), "/dim", i, "/", absl::StrJoin(key, ","), "/"),
         ctx.store);

@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sharded/process_groups.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -33,7 +34,16 @@ struct MeshContext {
   int world_size = 1;
   ProcessGroupPtr world;
   std::chrono::milliseconds timeout{std::chrono::seconds(30)};
+  // Where the sub-groups' Gloo binds: null device and loopback for ranks of
+  // one host (the simulator); a real job passes its world group's
+  // (lightning/cluster DistributedContext::gloo_options()).
+  std::shared_ptr<gloo::transport::Device> gloo_device;
+  std::string gloo_bind_address = "127.0.0.1";
 };
+
+// "2x4" -> {2, 4}; InvalidArgument naming the text when it is not sizes >= 1
+// joined by 'x'.
+absl::StatusOr<std::vector<int64_t>> ParseMeshShape(const std::string& text);
 
 // Local check of a mesh shape against a world size (no communication).
 absl::Status ValidateMeshShape(const std::vector<int64_t>& shape, int world_size);

@@ -89,11 +89,9 @@ absl::Status CompleteLoad(const MeshTensor& t) {
     }
   }
   SL_RETURN_IF_ERROR(ExchangeBoxes(*mesh.world(), t.dtype(), sources, destinations));
-  for (int i = 0; i < mesh.ndim(); ++i) {
-    if (t.placements()[i].is_partial() && mesh.coords()[i] != 0) {
-      at::Tensor local = t.local();
-      local.zero_();
-    }
+  if (HoldsZerosForValue(t.placements(), mesh.coords())) {
+    at::Tensor local = t.local();
+    local.zero_();
   }
   return absl::OkStatus();
 }

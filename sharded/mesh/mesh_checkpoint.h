@@ -27,7 +27,7 @@ namespace shardlight::sharded::mesh {
 // addends are not the tensor's values: Redistribute to Replicate first).
 absl::StatusOr<ShardedTensor> ViewForSave(const MeshTensor& t);
 // No communication. Partial dims are filled as if Replicate; CompleteLoad
-// zeroes them away from coordinate 0.
+// zeroes Partial(sum) dims away from coordinate 0 (HoldsZerosForValue).
 absl::StatusOr<ShardedTensor> ViewForLoad(const MeshTensor& t);
 // Collective over the mesh's world group: after a load into ViewForLoad(t).
 absl::Status CompleteLoad(const MeshTensor& t);

@@ -29,13 +29,10 @@ using simulate::SimulatedCluster;
 using sharded::testing::ReferenceTensor;
 using testing::ContextOf;
 using testing::LocalPieceOf;
+using testing::TestDir;
+using testing::WithoutPartial;
 
 constexpr int kCases = 40;
-
-std::string Dir(const std::string& name) {
-  const char* tmp = std::getenv("TEST_TMPDIR");
-  return absl::StrCat(tmp ? tmp : "/tmp", "/", name);
-}
 
 SimulatedCluster& ClusterOf(int w) {
   static auto* clusters = new std::map<int, std::unique_ptr<SimulatedCluster>>();
@@ -46,13 +43,6 @@ SimulatedCluster& ClusterOf(int w) {
     c = std::make_unique<SimulatedCluster>(w, o);
   }
   return *c;
-}
-
-Placements WithoutPartial(Placements p) {
-  for (auto& x : p) {
-    if (x.is_partial()) x = MeshPlacement::Replicate();
-  }
-  return p;
 }
 
 // Saves `reference` laid out by `placements` on a `shape` mesh of `w` ranks.
@@ -117,7 +107,7 @@ TEST(MeshCheckpointTest, RandomLayoutsSaveAndLoadAcrossMeshes) {
                                           " saved on ", absl::StrJoin(shape1, "x"), " ", PlacementsString(a),
                                           ", loaded on ", absl::StrJoin(shape2, "x"), " ", PlacementsString(b));
     const at::Tensor reference = ReferenceTensor(sizes, dtype);
-    const std::string dir = Dir(absl::StrCat("random", i));
+    const std::string dir = TestDir(absl::StrCat("random", i));
     ASSERT_TRUE(Save(reference, w1, shape1, a, dir).ok()) << what;
     absl::Status loaded = LoadAndCheck(reference, w2, shape2, b, dir);
     ASSERT_TRUE(loaded.ok()) << what << ": " << loaded;
@@ -152,7 +142,7 @@ TEST(MeshCheckpointTest, RandomLayoutsSaveAndLoadAcrossMeshes) {
 // FSDP x TP: saved on 2 x 4 with Shard(0) x Shard(1), loaded on 1 x 3 and 4 x 1.
 TEST(MeshCheckpointTest, TwoByFourLoadsOnOneByThreeAndFourByOne) {
   const at::Tensor reference = ReferenceTensor({10, 7}, at::kFloat);
-  const std::string dir = Dir("fsdp_tp");
+  const std::string dir = TestDir("fsdp_tp");
   const auto S = [](int64_t d) { return MeshPlacement::Shard(d); };
   ASSERT_TRUE(Save(reference, 8, {2, 4}, {S(0), S(1)}, dir).ok());
   absl::Status a = LoadAndCheck(reference, 3, {1, 3}, {MeshPlacement::Replicate(), S(1)}, dir);
@@ -177,7 +167,7 @@ TEST(MeshCheckpointTest, ReplicasWrittenOnceAndSpread) {
     StateDict sd;
     if (absl::Status s = sd.Insert("w", *view); !s.ok()) return s;
     checkpoint::SaveStats stats;
-    if (absl::Status s = checkpoint::SaveCheckpoint(sd, Dir("spread"), *ctx.pg, {}, &stats); !s.ok()) return s;
+    if (absl::Status s = checkpoint::SaveCheckpoint(sd, TestDir("spread"), *ctx.pg, {}, &stats); !s.ok()) return s;
     return std::make_pair(absl::StrJoin(owners, ","), stats.bytes_written);
   });
   ASSERT_TRUE(out.ok()) << out.status();

@@ -10,6 +10,7 @@
 #include "sharded/box_exchange.h"
 #include "sharded/collectives.h"
 #include "sharded/global_random.h"
+#include "sharded/mesh/mesh_exchange.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/stable_hash.h"
 #include "sharded/status_macros.h"
@@ -35,6 +36,36 @@ at::Tensor Region(const at::Tensor& local, const Box& local_box, const Box& box)
     t = t.narrow(static_cast<int64_t>(d), box.offsets[d] - local_box.offsets[d], box.sizes[d]);
   }
   return t;
+}
+
+// t /= n; integer dtypes truncate (exact for the means of Partial(avg) parts
+// that are integers).
+void DivideBy(at::Tensor& t, int64_t n) {
+  if (c10::isIntegralType(t.scalar_type(), /*includeBool=*/true)) {
+    t.div_(n, "trunc");
+  } else {
+    t.div_(n);
+  }
+}
+
+// Reduces `acc` with the n - 1 other parts stacked in `others` (flattened).
+void Reduce(at::Tensor& acc, const at::Tensor& others, PartialOp op, int64_t n) {
+  const std::vector<int64_t> shape = acc.sizes().vec();
+  switch (op) {
+    case PartialOp::kSum:
+      acc.add_(others.sum(0).view(shape));
+      break;
+    case PartialOp::kAvg:
+      acc.add_(others.sum(0).view(shape));
+      DivideBy(acc, n);
+      break;
+    case PartialOp::kMax:
+      acc = at::maximum(acc, others.amax(0).view(shape));
+      break;
+    case PartialOp::kMin:
+      acc = at::minimum(acc, others.amin(0).view(shape));
+      break;
+  }
 }
 
 // One mesh tensor's state while Redistribute moves it one mesh dim at a time.
@@ -81,9 +112,9 @@ struct State {
     return absl::OkStatus();
   }
 
-  // Partial -> Shard along `dim`: each member receives the others' addends
-  // of its own piece (one all-to-all) and sums them: a reduce-scatter.
-  absl::Status ReduceScatter(int dim, const Placements& next) {
+  // Partial -> Shard along `dim`: each member receives the others' parts of
+  // its own piece (one all-to-all) and reduces them: a reduce-scatter.
+  absl::Status ReduceScatter(int dim, const Placements& next, PartialOp op) {
     const int64_t n = mesh.size(dim);
     const int64_t me = mesh.coords()[dim];
     const Box mine_now = BoxOf(mesh.coords(), placements);
@@ -103,19 +134,26 @@ struct State {
     SL_RETURN_IF_ERROR(AllToAllBytes(*mesh.group(dim), send.view(at::kByte), send_counts, recv.view(at::kByte),
                                      recv_counts));
     at::Tensor out = Region(local, mine_now, mine_next).clone(at::MemoryFormat::Contiguous);
-    if (n > 1) out.add_(recv.view({n - 1, mine_next.NumElements()}).sum(0).view(out.sizes()));
+    if (n > 1) Reduce(out, recv.view({n - 1, mine_next.NumElements()}), op, n);
     for (int64_t c : send_counts) stats->bytes_sent += c;
     for (int64_t c : recv_counts) stats->bytes_received += c;
     local = out;
     return absl::OkStatus();
   }
 
-  absl::Status AllReduce(int dim) {
-    at::Tensor t = local.contiguous();
+  absl::Status AllReduce(int dim, PartialOp op) {
+    // A copy: the source tensor's local piece must stay as it was.
+    at::Tensor t = local.clone(at::MemoryFormat::Contiguous);
     std::vector<at::Tensor> tensors{t};
     c10d::ProcessGroup& pg = *mesh.group(dim);
-    SL_RETURN_IF_ERROR(RunCollective(pg, "mesh allreduce", [&] { return pg.allreduce(tensors); }));
+    c10d::AllreduceOptions options;
+    // Gloo has no average: a sum, divided below.
+    options.reduceOp = op == PartialOp::kMax   ? c10d::ReduceOp::MAX
+                       : op == PartialOp::kMin ? c10d::ReduceOp::MIN
+                                               : c10d::ReduceOp::SUM;
+    SL_RETURN_IF_ERROR(RunCollective(pg, "mesh allreduce", [&] { return pg.allreduce(tensors, options); }));
     const int64_t n = mesh.size(dim);
+    if (op == PartialOp::kAvg) DivideBy(t, n);
     const int64_t moved = t.numel() * t.element_size() * 2 * (n - 1) / n;
     stats->bytes_sent += moved;
     stats->bytes_received += moved;
@@ -136,9 +174,9 @@ struct State {
       if (q.is_shard()) {  // a local slice, no communication
         local = Region(local, BoxOf(mesh.coords(), placements), BoxOf(mesh.coords(), next))
                     .clone(at::MemoryFormat::Contiguous);
-      } else if (mesh.coords()[dim] != 0) {  // Partial: the value at coordinate 0
+      } else if (q.op == PartialOp::kSum && mesh.coords()[dim] != 0) {  // the value at coordinate 0
         local = at::zeros_like(local);
-      }
+      }  // avg, max, min: every part is the value
     } else if (p.is_shard()) {
       if (q.is_partial()) {
         SL_RETURN_IF_ERROR(Step(dim, MeshPlacement::Replicate()));
@@ -146,16 +184,54 @@ struct State {
       }
       SL_RETURN_IF_ERROR(Exchange(dim, next));
     } else {  // Partial
+      if (q.is_partial()) {  // another op: through the value
+        SL_RETURN_IF_ERROR(Step(dim, MeshPlacement::Replicate()));
+        return Step(dim, q);
+      }
       if (q.is_replicate()) {
-        SL_RETURN_IF_ERROR(AllReduce(dim));
+        SL_RETURN_IF_ERROR(AllReduce(dim, p.op));
       } else {
-        SL_RETURN_IF_ERROR(ReduceScatter(dim, next));
+        SL_RETURN_IF_ERROR(ReduceScatter(dim, next, p.op));
       }
     }
     placements = std::move(next);
     return absl::OkStatus();
   }
 };
+
+// The later mesh dims that shard a tensor dim which changing mesh dim `i`
+// to `q` touches: they hold part of what the step on dim i's sub-group needs.
+std::vector<int> Blocking(const Placements& current, int i, const MeshPlacement& q) {
+  std::vector<int64_t> touched;
+  if (current[i].is_shard()) touched.push_back(current[i].dim);
+  if (q.is_shard()) touched.push_back(q.dim);
+  std::vector<int> blocking;
+  for (int j = i + 1; j < static_cast<int>(current.size()); ++j) {
+    const MeshPlacement& c = current[j];
+    if (c.is_shard() && std::find(touched.begin(), touched.end(), c.dim) != touched.end()) blocking.push_back(j);
+  }
+  return blocking;
+}
+
+// Whether the step-by-step plan (Redistribute's loop) would meet a blocked step.
+bool NeedsNestedGather(Placements current, const Placements& target) {
+  for (int i = static_cast<int>(current.size()) - 1; i >= 0; --i) {
+    if (current[i] == target[i]) continue;
+    if (!Blocking(current, i, target[i]).empty()) return true;
+    current[i] = target[i];
+  }
+  return false;
+}
+
+int ChangedDims(const Placements& a, const Placements& b) {
+  int n = 0;
+  for (size_t i = 0; i < a.size(); ++i) n += a[i] != b[i];
+  return n;
+}
+
+bool HasPartial(const Placements& placements) {
+  return std::any_of(placements.begin(), placements.end(), [](const MeshPlacement& p) { return p.is_partial(); });
+}
 
 }  // namespace
 
@@ -166,7 +242,16 @@ std::string MeshPlacement::ToString() const {
     case Kind::kReplicate:
       return "Replicate()";
     case Kind::kPartial:
-      return "Partial(sum)";
+      switch (op) {
+        case PartialOp::kSum:
+          return "Partial(sum)";
+        case PartialOp::kAvg:
+          return "Partial(avg)";
+        case PartialOp::kMax:
+          return "Partial(max)";
+        case PartialOp::kMin:
+          return "Partial(min)";
+      }
   }
   return "?";
 }
@@ -195,6 +280,13 @@ absl::Status ValidatePlacements(const std::vector<int64_t>& mesh_shape, const Pl
     }
   }
   return absl::OkStatus();
+}
+
+bool HoldsZerosForValue(const Placements& placements, const std::vector<int64_t>& coords) {
+  for (size_t i = 0; i < placements.size(); ++i) {
+    if (placements[i].is_partial() && placements[i].op == PartialOp::kSum && coords[i] != 0) return true;
+  }
+  return false;
 }
 
 Box MeshLocalBox(const std::vector<int64_t>& mesh_shape, const std::vector<int64_t>& coords,
@@ -238,9 +330,7 @@ absl::StatusOr<MeshTensor> MeshTensor::Distribute(const at::Tensor& full, MeshPt
   SL_RETURN_IF_ERROR(AgreeOn(*mesh->world(), verdict, AgreementContext{"mesh tensor distribute", "layout"}));
   const Box box = MeshLocalBox(mesh->shape(), mesh->coords(), placements, sizes);
   at::Tensor local = Region(full, Box::Whole(sizes), box).clone(at::MemoryFormat::Contiguous);
-  for (int i = 0; i < mesh->ndim(); ++i) {
-    if (placements[i].is_partial() && mesh->coords()[i] != 0) local.zero_();
-  }
+  if (HoldsZerosForValue(placements, mesh->coords())) local.zero_();
   return MeshTensor(local, std::move(mesh), std::move(placements), sizes);
 }
 
@@ -278,11 +368,7 @@ absl::StatusOr<MeshTensor> MeshFactory(MeshPtr mesh, Placements placements, std:
                        options.init == MeshInit::kRand ? RandomKind::kUniform : RandomKind::kNormal);
       break;
   }
-  if (options.init != MeshInit::kEmpty) {
-    for (int i = 0; i < mesh->ndim(); ++i) {
-      if (placements[i].is_partial() && mesh->coords()[i] != 0) local.zero_();
-    }
-  }
+  if (options.init != MeshInit::kEmpty && HoldsZerosForValue(placements, mesh->coords())) local.zero_();
   return MeshTensor(local, std::move(mesh), std::move(placements), std::move(sizes));
 }
 
@@ -295,6 +381,14 @@ absl::StatusOr<MeshTensor> MeshTensor::Redistribute(const Placements& target, Re
                              AgreementContext{"mesh tensor redistribute", "source and target layouts"}));
   RedistributeStats local_stats;
   State state{*mesh_, sizes_, placements_, local_, stats ? stats : &local_stats};
+  // Values only (no addends), and more than one mesh dim changes or two mesh
+  // dims shard one tensor dim: one exchange on the whole mesh moves the
+  // minimum, where the steps below could gather what is then sliced away.
+  if (!HasPartial(placements_) && !HasPartial(target) &&
+      (ChangedDims(placements_, target) > 1 || NeedsNestedGather(placements_, target))) {
+    SL_ASSIGN_OR_RETURN(at::Tensor moved, ExchangeOnMesh(*mesh_, sizes_, local_, placements_, target, state.stats));
+    return MeshTensor(moved, mesh_, target, sizes_);
+  }
   // Last mesh dim first: a step on dim i is a sub-group collective when no
   // later mesh dim shards the tensor dims it touches. When one does (nested
   // sharding of one tensor dim), those later dims are gathered first
@@ -303,14 +397,7 @@ absl::StatusOr<MeshTensor> MeshTensor::Redistribute(const Placements& target, Re
     const MeshPlacement p = state.placements[i];
     const MeshPlacement q = target[i];
     if (p == q) continue;
-    std::vector<int64_t> touched;
-    if (p.is_shard()) touched.push_back(p.dim);
-    if (q.is_shard()) touched.push_back(q.dim);
-    std::vector<int> blocking;
-    for (int j = i + 1; j < mesh_->ndim(); ++j) {
-      const MeshPlacement& c = state.placements[j];
-      if (c.is_shard() && std::find(touched.begin(), touched.end(), c.dim) != touched.end()) blocking.push_back(j);
-    }
+    const std::vector<int> blocking = Blocking(state.placements, i, q);
     Placements saved = state.placements;
     for (auto it = blocking.rbegin(); it != blocking.rend(); ++it) {
       SL_RETURN_IF_ERROR(state.Step(*it, MeshPlacement::Replicate()));

@@ -4,8 +4,10 @@
 //               tensor dim d over that mesh dim, as torch.chunk splits it
 //               (uneven, trailing pieces may be empty);
 //   Replicate   every rank along that mesh dim holds the same piece;
-//   Partial     the ranks along that mesh dim hold addends whose sum is the
-//               piece (Partial(sum)).
+//   Partial     the ranks along that mesh dim hold parts whose reduction is
+//               the piece: Partial(sum) addends, Partial(avg) values whose
+//               mean it is, Partial(max) / Partial(min) values whose
+//               maximum / minimum it is.
 // Mesh dims apply in order, so two mesh dims sharding one tensor dim nest.
 //
 // Collective entry points (FromLocal, the factories, Redistribute,
@@ -30,21 +32,26 @@
 
 namespace shardlight::sharded::mesh {
 
+// How a Partial mesh dim's parts reduce to the value.
+enum class PartialOp { kSum, kAvg, kMax, kMin };
+
 struct MeshPlacement {
   enum class Kind { kShard, kReplicate, kPartial };
   Kind kind = Kind::kReplicate;
-  int64_t dim = 0;  // kShard only
+  int64_t dim = 0;                 // kShard only
+  PartialOp op = PartialOp::kSum;  // kPartial only
 
   static MeshPlacement Shard(int64_t dim) { return {Kind::kShard, dim}; }
   static MeshPlacement Replicate() { return {Kind::kReplicate, 0}; }
-  static MeshPlacement Partial() { return {Kind::kPartial, 0}; }
+  static MeshPlacement Partial(PartialOp op = PartialOp::kSum) { return {Kind::kPartial, 0, op}; }
   bool is_shard() const { return kind == Kind::kShard; }
   bool is_replicate() const { return kind == Kind::kReplicate; }
   bool is_partial() const { return kind == Kind::kPartial; }
-  // "Shard(1)", "Replicate()", "Partial(sum)".
+  // "Shard(1)", "Replicate()", "Partial(sum)", "Partial(avg)", "Partial(max)", "Partial(min)".
   std::string ToString() const;
   friend bool operator==(const MeshPlacement& a, const MeshPlacement& b) {
-    return a.kind == b.kind && (a.kind != Kind::kShard || a.dim == b.dim);
+    return a.kind == b.kind && (a.kind != Kind::kShard || a.dim == b.dim) &&
+           (a.kind != Kind::kPartial || a.op == b.op);
   }
   friend bool operator!=(const MeshPlacement& a, const MeshPlacement& b) { return !(a == b); }
 };
@@ -62,6 +69,11 @@ inline absl::StatusOr<uint64_t> AsVerdict(const absl::Status& status) {
   if (!status.ok()) return status;
   return uint64_t{0};
 }
+
+// Whether the rank at `coords` holds zeros when a value (a full tensor, a
+// factory's, a loaded one) is laid out by `placements`: away from coordinate
+// 0 on a Partial(sum) dim. Partial(avg/max/min) parts are the value itself.
+bool HoldsZerosForValue(const Placements& placements, const std::vector<int64_t>& coords);
 
 // The box of the global tensor that the rank at `coords` holds.
 Box MeshLocalBox(const std::vector<int64_t>& mesh_shape, const std::vector<int64_t>& coords,
@@ -84,7 +96,8 @@ class MeshTensor {
   static absl::StatusOr<MeshTensor> FromLocal(at::Tensor local, MeshPtr mesh, Placements placements,
                                               std::vector<int64_t> global_sizes);
   // Collective: `full` (the same on every rank) laid out by `placements`;
-  // Partial dims keep the values at coordinate 0 and zeros elsewhere.
+  // Partial(sum) dims keep the values at coordinate 0 and zeros elsewhere,
+  // the other Partial ops the values everywhere.
   static absl::StatusOr<MeshTensor> Distribute(const at::Tensor& full, MeshPtr mesh, Placements placements);
   // Collective: a ShardedTensor whose shards are a torch.chunk split along one
   // dim, shard i on rank i (ChunkShardingSpec::OnRanks), as a 1-D mesh tensor
@@ -98,7 +111,17 @@ class MeshTensor {
   c10::ScalarType dtype() const { return local_.scalar_type(); }
   Box LocalBox() const;
 
-  // Collective: the same global values laid out by `placements`.
+  // No communication (the layout is already agreed): a tensor of the same
+  // mesh, placements and sizes whose local piece is uninitialized memory.
+  MeshTensor EmptyLike() const {
+    return MeshTensor(at::empty_like(local_, at::MemoryFormat::Contiguous), mesh_, placements_, sizes_);
+  }
+
+  // Collective: the same global values laid out by `placements`. One mesh
+  // dim at a time, each on its sub-group, except between Partial-free layouts
+  // that differ in several mesh dims or nest two mesh dims on one tensor dim:
+  // those are one exchange on the whole mesh (mesh_exchange.h). Without
+  // Partial, every rank receives only what it lacked (the minimum).
   absl::StatusOr<MeshTensor> Redistribute(const Placements& placements, RedistributeStats* stats = nullptr) const;
   // Collective: the full tensor on every rank.
   absl::StatusOr<at::Tensor> FullTensor() const;
@@ -131,7 +154,7 @@ struct MeshFactoryOptions {
 };
 
 // Collective. Rand/Randn give the same global tensor on any mesh and
-// placements (Partial dims: values at coordinate 0, zeros elsewhere).
+// placements (Partial dims as in Distribute).
 absl::StatusOr<MeshTensor> MeshFactory(MeshPtr mesh, Placements placements, std::vector<int64_t> sizes,
                                        const MeshFactoryOptions& options);
 

@@ -7,6 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <optional>
 #include <random>
 
 #include "absl/strings/match.h"
@@ -93,6 +95,55 @@ TEST_P(MeshPropertyTest, RedistributeMatchesDense) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// Random Partial-free layouts A -> B, nested sharding of one tensor dim by
+// several mesh dims included: every rank receives exactly the elements of its
+// new piece that it did not hold, and its piece is the reference's.
+TEST_P(MeshPropertyTest, ValueTransitionsReceiveTheMinimum) {
+  const int w = GetParam();
+  SimulatedCluster cluster(w, Options());
+  absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    std::mt19937_64 rng(8000 + w);
+    MeshCache meshes(ContextOf(ctx));
+    int nested = 0;
+    for (int i = 0; i < 40; ++i) {
+      const std::vector<int64_t> shape = RandomMeshShape(rng, w);
+      // Larger sizes than RandomSizes: nested pieces are rarely all empty.
+      std::vector<int64_t> sizes(1 + rng() % 2);
+      for (auto& s : sizes) s = static_cast<int64_t>(rng() % 13);
+      const Placements a = RandomPlacements(rng, shape.size(), sizes.size(), false);
+      const Placements b = RandomPlacements(rng, shape.size(), sizes.size(), false);
+      const std::string what = absl::StrCat("case ", i, ": mesh ", absl::StrJoin(shape, "x"), " sizes [",
+                                            absl::StrJoin(sizes, ","), "] ", PlacementsString(a), " -> ",
+                                            PlacementsString(b));
+      for (size_t x = 0; x + 1 < a.size(); ++x) {
+        for (size_t y = x + 1; y < a.size(); ++y) {
+          nested += (a[x].is_shard() && a[y] == a[x]) || (b[x].is_shard() && b[y] == b[x]);
+        }
+      }
+      auto mesh = meshes.Get(shape);
+      if (!mesh.ok()) return mesh.status();
+      const at::Tensor reference = ReferenceTensor(sizes, at::kFloat);
+      auto src = MeshTensor::FromLocal(LocalPieceOf(reference, **mesh, a), *mesh, a, sizes);
+      if (!src.ok()) return absl::InternalError(absl::StrCat(what, ": ", src.status().message()));
+      RedistributeStats stats;
+      auto dst = src->Redistribute(b, &stats);
+      if (!dst.ok()) return absl::InternalError(absl::StrCat(what, ": ", dst.status().message()));
+      if (!at::equal(dst->local(), Region(reference, dst->LocalBox()))) {
+        return absl::InternalError(absl::StrCat(what, ": local piece differs from the reference"));
+      }
+      const std::optional<Box> kept = Intersect(src->LocalBox(), dst->LocalBox());
+      const int64_t minimum = (dst->LocalBox().NumElements() - (kept ? kept->NumElements() : 0)) * 4;
+      if (stats.bytes_received != minimum) {
+        return absl::InternalError(absl::StrCat(what, ": rank ", ctx.rank, " received ", stats.bytes_received,
+                                                " bytes, the minimum is ", minimum));
+      }
+    }
+    if (w >= 4 && nested == 0) return absl::InternalError("no case had nested sharding");
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 // Random init by global index: the same full tensor on any mesh and placements.
 TEST_P(MeshPropertyTest, RandomFactoriesIgnoreTheLayout) {
   const int w = GetParam();
@@ -117,7 +168,11 @@ TEST_P(MeshPropertyTest, RandomFactoriesIgnoreTheLayout) {
       at::Tensor expected = at::empty(sizes, at::kFloat);
       FillGlobalRandom(expected, std::vector<int64_t>(sizes.size(), 0), sizes, 42,
                        i % 2 ? RandomKind::kNormal : RandomKind::kUniform);
-      if (!at::equal(*full, expected)) {
+      // Partial(avg) of n equal values is their sum divided by n: rounded.
+      const bool averaged = std::any_of(p.begin(), p.end(), [](const MeshPlacement& x) {
+        return x.is_partial() && x.op == PartialOp::kAvg;
+      });
+      if (averaged ? !at::allclose(*full, expected, 1e-6, 1e-6) : !at::equal(*full, expected)) {
         return absl::InternalError(absl::StrCat("case ", i, " ", PlacementsString(p), " on ",
                                                 absl::StrJoin(shape, "x"), ": values depend on the layout"));
       }
@@ -162,6 +217,17 @@ std::vector<std::string> ErrorsOnEveryRank(int w, F&& body) {
   });
   EXPECT_TRUE(out.ok()) << out.status();
   return out.ok() ? *out : std::vector<std::string>{};
+}
+
+TEST(DeviceMeshTest, ParsesShapes) {
+  EXPECT_THAT(*ParseMeshShape("2x4"), ::testing::ElementsAre(2, 4));
+  EXPECT_THAT(*ParseMeshShape("3"), ::testing::ElementsAre(3));
+  EXPECT_THAT(*ParseMeshShape("1x2x3"), ::testing::ElementsAre(1, 2, 3));
+  for (const std::string bad : {"", "2x", "x2", "2x0", "2*2", "2x-1", "axb"}) {
+    auto shape = ParseMeshShape(bad);
+    ASSERT_FALSE(shape.ok()) << bad;
+    EXPECT_THAT(std::string(shape.status().message()), ::testing::HasSubstr("mesh shape '" + bad + "'"));
+  }
 }
 
 TEST(DeviceMeshTest, ShapeThatDoesNotMatchTheWorldFailsOnEveryRank) {
@@ -244,6 +310,58 @@ TEST(MeshTensorTest, ShardedTensorRoundTrip) {
     auto bad = t2->ToShardedTensor();
     if (bad.ok() || !absl::StrContains(bad.status().message(), "only a 1-d mesh with Shard(d)")) {
       return absl::InternalError(absl::StrCat("2-d mesh converted: ", bad.status().ToString()));
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
+// Partial(op) -> Replicate (all-reduce) and -> Shard (reduce-scatter) give
+// the reduction of the ranks' parts by that op, computed densely; a Partial
+// of one op becomes another through the value.
+TEST(MeshTensorTest, PartialOpsReduceWithTheirOp) {
+  SimulatedCluster cluster(3, Options());
+  absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    auto mesh = DeviceMesh::Create(ContextOf(ctx), {3});
+    if (!mesh.ok()) return mesh.status();
+    // Rank r's part of a [4, 2] tensor; every rank builds all three.
+    auto part = [](int r) { return (at::arange(8, at::kDouble).reshape({4, 2}) * (r + 1)).remainder(5) - r; };
+    const at::Tensor parts = at::stack({part(0), part(1), part(2)});
+    const std::vector<std::pair<PartialOp, at::Tensor>> cases = {{PartialOp::kSum, parts.sum(0)},
+                                                                 {PartialOp::kAvg, parts.mean(0)},
+                                                                 {PartialOp::kMax, parts.amax(0)},
+                                                                 {PartialOp::kMin, parts.amin(0)}};
+    for (const auto& [op, expected] : cases) {
+      const Placements partial = {MeshPlacement::Partial(op)};
+      const std::string what = PlacementsString(partial);
+      auto t = MeshTensor::FromLocal(part(ctx.rank), *mesh, partial, {4, 2});
+      if (!t.ok()) return t.status();
+      auto replicated = t->Redistribute({MeshPlacement::Replicate()});
+      if (!replicated.ok()) return replicated.status();
+      if (!at::allclose(replicated->local(), expected)) return absl::InternalError(what + " -> Replicate");
+      auto sharded = t->Redistribute({MeshPlacement::Shard(0)});
+      if (!sharded.ok()) return sharded.status();
+      if (!at::allclose(sharded->local(), Region(expected, sharded->LocalBox()))) {
+        return absl::InternalError(what + " -> Shard(0)");
+      }
+      // Replicate -> Partial(op) -> Replicate keeps the value.
+      auto back = replicated->Redistribute(partial);
+      if (!back.ok()) return back.status();
+      auto full = back->FullTensor();
+      if (!full.ok()) return full.status();
+      if (!at::allclose(*full, expected)) return absl::InternalError(what + " round trip through Replicate");
+      // Partial(sum) -> Partial(op): the same value.
+      auto as_sum = MeshTensor::Distribute(expected, *mesh, {MeshPlacement::Partial()});
+      if (!as_sum.ok()) return as_sum.status();
+      auto converted = as_sum->Redistribute(partial);
+      if (!converted.ok()) return converted.status();
+      auto value = converted->FullTensor();
+      if (!value.ok()) return value.status();
+      if (!at::allclose(*value, expected)) return absl::InternalError("Partial(sum) -> " + what);
+    }
+    if (PlacementsString({MeshPlacement::Partial(PartialOp::kAvg), MeshPlacement::Partial(PartialOp::kMin)}) !=
+        "[Partial(avg), Partial(min)]") {
+      return absl::InternalError("placement names");
     }
     return absl::OkStatus();
   });

@@ -24,11 +24,20 @@ MeshContext ContextOf(const simulate::RankContext& ctx);
 std::vector<int64_t> RandomMeshShape(std::mt19937_64& rng, int world_size, int max_dims = 3);
 // 0- to 3-d sizes in [0, 7] (zero sizes included).
 std::vector<int64_t> RandomSizes(std::mt19937_64& rng);
+// Partial dims get one random op (sum, avg, max, min) per list.
 Placements RandomPlacements(std::mt19937_64& rng, int mesh_dims, int tensor_dims, bool allow_partial);
 
 // This rank's local piece of `full` under `placements`, Partial dims split
-// into small integer addends (exact sums in float, double and long) that differ between ranks and sum to the value.
+// into parts that differ between ranks and reduce to the value by their op
+// (all Partial dims of `placements` share one op, as RandomPlacements gives
+// them): small integer offsets, exact in float, double and long.
 at::Tensor LocalPieceOf(const at::Tensor& full, const DeviceMesh& mesh, const Placements& placements);
+
+// `p` with every Partial placement replaced by Replicate (a saveable layout).
+Placements WithoutPartial(Placements p);
+
+// $TEST_TMPDIR/name (or /tmp/name).
+std::string TestDir(const std::string& name);
 
 // Meshes by shape, created on first use (collective: every rank asks for the
 // same shapes in the same order).

@@ -25,10 +25,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "lightning/cluster/distributed.h"
 #include "lightning/cluster/environment.h"
+#include "sharded/mesh/device_mesh.h"
 #include "simulate/core/fault_plan.h"
 #include "tools/flags/strict_flags.h"
+#include "simulate/mesh_run.h"
 #include "simulate/training_run.h"
 
 ABSL_FLAG(int, steps, 20, "train until this many steps are done (a resume continues from its checkpoint), >= 1");
@@ -50,6 +53,10 @@ ABSL_FLAG(std::string, master_addr, "", "override the store's address");
 ABSL_FLAG(int, master_port, 0, "override the store's port");
 ABSL_FLAG(std::string, backend, "auto", "gloo, nccl or auto (nccl when --device=cuda)");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
+ABSL_FLAG(std::string, job, "main",
+          "main: the main job (simulate/training_run.h); mesh: the mesh job (simulate/mesh_run.h) on --mesh -- it "
+          "loads --checkpoint_dir when a checkpoint is there, else trains --steps and saves there");
+ABSL_FLAG(std::string, mesh, "2x2", "--job=mesh: the DP x TP device mesh, e.g. 2x2 or 1x3 (its product is the world size)");
 
 namespace shardlight::tools {
 namespace {
@@ -59,6 +66,43 @@ using lightning::cluster::PlacementOverrides;
 int BadUsage(const std::string& message) {
   std::cerr << "train: " << message << "\n";
   return 2;
+}
+
+// The mesh job on this process's rank; its DeviceMesh's sub-groups come from
+// the job's store, as the simulator's come from its HashStore.
+int RunMeshRank(const simulate::MeshJobOptions& job, const lightning::cluster::ProcessPlacement& placement,
+               lightning::cluster::DistributedContext& ctx, std::chrono::milliseconds timeout) {
+  sharded::mesh::MeshContext mesh_ctx;
+  mesh_ctx.store = ctx.store();
+  mesh_ctx.rank = placement.rank;
+  mesh_ctx.world_size = placement.world_size;
+  mesh_ctx.world = ctx.pg();
+  mesh_ctx.timeout = timeout;
+  mesh_ctx.gloo_device = ctx.gloo_options().device;
+  mesh_ctx.gloo_bind_address = ctx.gloo_options().bind_address;
+  auto result = simulate::RunMeshJob(job, mesh_ctx);
+  if (!result.ok()) {
+    std::cerr << "train: rank " << placement.rank << ": " << result.status() << "\n" << std::flush;
+    (void)ctx.Leave(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)));
+    return 1;
+  }
+  std::ostringstream line;
+  line << std::fixed << std::setprecision(6) << "train: rank " << placement.rank << "/" << placement.world_size
+       << " mesh " << absl::StrJoin(job.mesh_shape, "x") << " " << (result->loaded ? "loaded" : "trained")
+       << " steps " << result->losses.size();
+  if (!result->losses.empty()) line << " last_loss " << result->losses.back();
+  std::cout << line.str() << "\n" << std::flush;
+  if (auto left = ctx.Leave(); !left.ok()) {
+    std::cerr << "train: rank " << placement.rank << ": " << left << "\n";
+    return 1;
+  }
+  if (placement.rank == 0) {
+    std::cout << "train: mesh job of " << placement.world_size << " processes on a "
+              << absl::StrJoin(job.mesh_shape, "x") << " mesh: "
+              << (result->loaded ? "loaded model digest " : "saved model digest ") << result->digest << "\n"
+              << std::flush;
+  }
+  return 0;
 }
 
 int Main() {
@@ -83,6 +127,23 @@ int Main() {
     return BadUsage("--checkpoint_every needs --checkpoint_dir");
   }
 
+  const std::string job = absl::GetFlag(FLAGS_job);
+  if (job != "main" && job != "mesh") return BadUsage(absl::StrCat("--job=", job, " is not main or mesh"));
+  simulate::MeshJobOptions mesh_job;
+  if (job == "mesh") {
+    auto shape = sharded::mesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh));
+    if (!shape.ok()) return BadUsage(absl::StrCat("--mesh: ", shape.status().message()));
+    if (shape->size() != 2) return BadUsage(absl::StrCat("--mesh=", absl::GetFlag(FLAGS_mesh), " must be DPxTP (2-d)"));
+    if (absl::GetFlag(FLAGS_device) != "cpu") return BadUsage("--job=mesh runs on --device=cpu only");
+    if (!absl::GetFlag(FLAGS_fault).empty() || run.checkpoint_every > 0 || run.keep_last > 0) {
+      return BadUsage("--job=mesh takes no --fault, --checkpoint_every or --keep_last");
+    }
+    mesh_job.mesh_shape = *shape;
+    mesh_job.steps = steps;
+    mesh_job.seed = run.seed;
+    mesh_job.checkpoint_dir = run.checkpoint_dir;
+  }
+
   PlacementOverrides overrides;
   overrides.launcher = absl::GetFlag(FLAGS_launcher);
   if (absl::GetFlag(FLAGS_rank) >= 0) overrides.rank = absl::GetFlag(FLAGS_rank);
@@ -91,6 +152,11 @@ int Main() {
   if (absl::GetFlag(FLAGS_master_port) != 0) overrides.master_port = absl::GetFlag(FLAGS_master_port);
   auto placement = lightning::cluster::DetectEnvironment(lightning::cluster::ProcessEnvironment(), overrides);
   if (!placement.ok()) return BadUsage(std::string(placement.status().message()));
+  if (job == "mesh") {
+    if (auto fits = sharded::mesh::ValidateMeshShape(mesh_job.mesh_shape, placement->world_size); !fits.ok()) {
+      return BadUsage(absl::StrCat("--mesh: ", fits.message()));
+    }
+  }
 
   if (const std::string fault = absl::GetFlag(FLAGS_fault); !fault.empty()) {
     auto plan = simulate::ParseFaultPlan(fault);
@@ -117,6 +183,7 @@ int Main() {
     std::cerr << "train: rank " << rank << ": " << ctx.status() << "\n";
     return 1;
   }
+  if (job == "mesh") return RunMeshRank(mesh_job, *placement, **ctx, run.collective_timeout);
   auto result = simulate::TrainRank(run, (*ctx)->pg());
   if (!result.ok()) {
     std::cerr << "train: rank " << rank << ": " << result.status() << "\n" << std::flush;
