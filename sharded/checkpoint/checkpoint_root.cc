@@ -92,6 +92,45 @@ absl::Status ApplyRetention(Storage& storage, const std::string& root, int64_t s
   return victims.empty() ? absl::OkStatus() : storage.SyncDirectory(root);
 }
 
+// A step a load may try: its number and its directory's name.
+using Candidate = std::pair<int64_t, std::string>;
+
+// What a load tries, in order (RootListing::LoadCandidates), or the root's
+// bad-input error; NotFound when it has no `latest`.
+absl::StatusOr<std::vector<Candidate>> Candidates(const std::string& root, Storage& storage) {
+  SL_ASSIGN_OR_RETURN(const RootListing listing, ScanCheckpointRoot(root, storage));
+  if (!listing.latest.has_value()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint in '", root, "': it has no '", kLatestFileName, "' pointer"));
+  }
+  std::vector<Candidate> out;
+  for (const RootStep& s : listing.LoadCandidates()) out.emplace_back(s.step, s.name);
+  return out;
+}
+
+// `try_one` on each candidate's directory until one returns OK; each failure
+// is a fallback line. Unavailable or DeadlineExceeded (a peer is gone) end
+// the attempt at once.
+absl::StatusOr<RootLoadResult> TryInOrder(const std::string& root, const std::vector<Candidate>& candidates,
+                                          const std::function<absl::Status(const std::string&)>& try_one) {
+  RootLoadResult result;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const std::string dir = JoinPath(root, candidates[i].second);
+    const absl::Status loaded = try_one(dir);
+    if (loaded.ok()) {
+      result.step = candidates[i].first;
+      result.dir = dir;
+      return result;
+    }
+    if (absl::IsUnavailable(loaded) || absl::IsDeadlineExceeded(loaded)) return loaded;
+    std::string line = absl::StrCat("step ", candidates[i].first, " ('", dir, "') failed verification: ", loaded.message());
+    absl::StrAppend(&line, i + 1 < candidates.size() ? absl::StrCat("; falling back to step ", candidates[i + 1].first)
+                                                     : std::string("; no older checkpoint"));
+    result.fallbacks.push_back(std::move(line));
+  }
+  return absl::FailedPreconditionError(
+      absl::StrCat("no checkpoint in root '", root, "' loads: ", absl::StrJoin(result.fallbacks, "\n")));
+}
+
 }  // namespace
 
 std::string StepDirName(int64_t step) { return absl::StrFormat("%s%06d", kStepPrefix, step); }
@@ -218,16 +257,13 @@ absl::StatusOr<RootLoadResult> LoadFromCheckpointRoot(const std::string& root, c
   absl::Status mine;
   if (pg.getRank() == 0) {
     mine = NoThrow([&]() -> absl::Status {
-      SL_ASSIGN_OR_RETURN(const RootListing listing, ScanCheckpointRoot(root, StorageOrPosix(storage)));
-      if (!listing.latest.has_value()) {
-        return absl::NotFoundError(absl::StrCat("no checkpoint in '", root, "': it has no '", kLatestFileName, "' pointer"));
-      }
-      for (const RootStep& s : listing.LoadCandidates()) absl::StrAppend(&plan, s.step, " ", s.name, "\n");
+      SL_ASSIGN_OR_RETURN(const std::vector<Candidate> candidates, Candidates(root, StorageOrPosix(storage)));
+      for (const Candidate& c : candidates) absl::StrAppend(&plan, c.first, " ", c.second, "\n");
       return absl::OkStatus();
     });
   }
   SL_ASSIGN_OR_RETURN(const std::vector<std::string> plans, AgreeAndGather(pg, {mine, 0, plan}, {what}));
-  std::vector<std::pair<int64_t, std::string>> candidates;
+  std::vector<Candidate> candidates;
   for (absl::string_view line : absl::StrSplit(plans[0], '\n', absl::SkipEmpty())) {
     std::pair<std::string, std::string> parts = absl::StrSplit(line, ' ');
     int64_t step = 0;
@@ -235,23 +271,13 @@ absl::StatusOr<RootLoadResult> LoadFromCheckpointRoot(const std::string& root, c
     candidates.emplace_back(step, parts.second);
   }
   // Step 2: newest first; each failure is reported and the next one tried.
-  RootLoadResult result;
-  for (size_t i = 0; i < candidates.size(); ++i) {
-    const std::string dir = JoinPath(root, candidates[i].second);
-    const absl::Status loaded = load_one(dir);
-    if (loaded.ok()) {
-      result.step = candidates[i].first;
-      result.dir = dir;
-      return result;
-    }
-    if (absl::IsUnavailable(loaded) || absl::IsDeadlineExceeded(loaded)) return loaded;
-    std::string line = absl::StrCat("step ", candidates[i].first, " ('", dir, "') failed verification: ", loaded.message());
-    absl::StrAppend(&line, i + 1 < candidates.size() ? absl::StrCat("; falling back to step ", candidates[i + 1].first)
-                                                     : std::string("; no older checkpoint"));
-    result.fallbacks.push_back(std::move(line));
-  }
-  return absl::FailedPreconditionError(
-      absl::StrCat("no checkpoint in root '", root, "' loads: ", absl::StrJoin(result.fallbacks, "\n")));
+  return TryInOrder(root, candidates, load_one);
+}
+
+absl::StatusOr<RootLoadResult> ResolveCheckpointRoot(const std::string& root, Storage* storage,
+                                                     const std::function<absl::Status(const std::string&)>& check) {
+  SL_ASSIGN_OR_RETURN(const std::vector<Candidate> candidates, Candidates(root, StorageOrPosix(storage)));
+  return TryInOrder(root, candidates, check);
 }
 
 absl::StatusOr<RootLoadResult> LoadCheckpointFromRoot(StateDict& to_fill, const std::string& root,

@@ -119,6 +119,15 @@ absl::StatusOr<RootLoadResult> LoadFromCheckpointRoot(const std::string& root, c
                                                       Storage* storage,
                                                       const std::function<absl::Status(const std::string&)>& load_one);
 
+// Local (no communication): the same resolution for one process, e.g. the
+// ckpt tool given a root: `check(step_dir)` on the candidates in the order a
+// load tries them until one returns OK; the result names that step and
+// carries the fallback lines a load would print. Errors as
+// LoadFromCheckpointRoot's (NotFound without `latest`, the bad input above,
+// FailedPrecondition listing every failure).
+absl::StatusOr<RootLoadResult> ResolveCheckpointRoot(const std::string& root, Storage* storage,
+                                                     const std::function<absl::Status(const std::string&)>& check);
+
 // LoadCheckpoint of the newest good step of `root` into `to_fill`, with
 // options.verify_before_write forced on.
 absl::StatusOr<RootLoadResult> LoadCheckpointFromRoot(StateDict& to_fill, const std::string& root,

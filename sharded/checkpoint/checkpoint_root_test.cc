@@ -156,6 +156,44 @@ TEST_P(RootWorldTest, FallsBackWhenTheLatestFailsVerification) {
 
 INSTANTIATE_TEST_SUITE_P(Worlds, RootWorldTest, ::testing::Values(1, 2, 3, 4));
 
+// The local resolution (what the ckpt tool uses on a root) tries the steps
+// in the order the collective load does and reports the same fallback lines.
+TEST(CheckpointRootTest, ResolveTriesTheStepsALoadTriesWithTheSameLines) {
+  const std::string root = testing::FreshDir("resolve");
+  for (int64_t step : {1, 2, 3}) ASSERT_TRUE(SaveOk(root, step, 2, /*keep_last=*/0).ok());
+  FlipByteAtEnd(SomeDataFile(JoinPath(root, "step-000003")));
+  const auto loaded = LoadRoot(root, 2);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  std::vector<std::string> tried;
+  const auto resolved = ResolveCheckpointRoot(root, nullptr, [&](const std::string& dir) {
+    tried.push_back(dir);
+    return dir == loaded->dir ? absl::OkStatus() : absl::DataLossError("checksum mismatch (the check's own words)");
+  });
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_THAT(tried, ElementsAre(JoinPath(root, "step-000003"), JoinPath(root, "step-000002")));
+  EXPECT_EQ(resolved->step, 2);
+  EXPECT_EQ(resolved->dir, loaded->dir);
+  // The load's line with the check's words in place of LoadCheckpoint's.
+  ASSERT_EQ(loaded->fallbacks.size(), 1u);
+  ASSERT_EQ(resolved->fallbacks.size(), 1u);
+  const std::string& line = loaded->fallbacks[0];
+  const size_t words = line.find("failed verification: ") + std::string("failed verification: ").size();
+  EXPECT_EQ(resolved->fallbacks[0], line.substr(0, words) + "checksum mismatch (the check's own words)" +
+                                        line.substr(line.find("; falling back to step 2")));
+  // Every step refused: FailedPrecondition naming each.
+  const auto none = ResolveCheckpointRoot(root, nullptr, [](const std::string& dir) {
+    return absl::DataLossError(absl::StrCat("bad ", dir));
+  });
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition);
+  for (const char* step : {"step-000001", "step-000002", "step-000003"}) {
+    EXPECT_THAT(std::string(none.status().message()), HasSubstr(step));
+  }
+  // No `latest`: NotFound, as a load.
+  ASSERT_TRUE(PosixStorage().Remove(JoinPath(root, kLatestFileName)).ok());
+  EXPECT_EQ(ResolveCheckpointRoot(root, nullptr, [](const std::string&) { return absl::OkStatus(); }).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(CheckpointRootTest, SaveAfterAFallbackMovesLatestBackAndKeepsNewerSteps) {
   const std::string root = testing::FreshDir("behind");
   for (int64_t step : {1, 2, 3}) ASSERT_TRUE(SaveOk(root, step, 2, /*keep_last=*/2).ok());
@@ -214,6 +252,9 @@ TEST_P(BadRootTest, NamesTheProblemAndDeletesNothing) {
     EXPECT_THAT(std::string(s.message()), HasSubstr(bad.expected));
     EXPECT_THAT(std::string(s.message()), HasSubstr("failed on rank 0"));
   }
+  const auto resolved = ResolveCheckpointRoot(root, nullptr, [](const std::string&) { return absl::OkStatus(); });
+  ASSERT_FALSE(resolved.ok());
+  EXPECT_THAT(std::string(resolved.status().message()), HasSubstr(bad.expected));
   EXPECT_EQ(Tree(root), before);
 }
 

@@ -1,11 +1,16 @@
 #include "sharded/checkpoint/crc32c.h"
 
 #include <array>
+#include <atomic>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #if defined(__x86_64__)
 #include <nmmintrin.h>
 #endif
+
+#include "sharded/checkpoint/crc32c_fold.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -136,18 +141,26 @@ __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const void*
 }
 #endif
 
-using ExtendFn = uint32_t (*)(uint32_t, const void*, size_t);
-
-ExtendFn PickImplementation() {
 #if defined(__x86_64__)
-  if (__builtin_cpu_supports("sse4.2")) return &ExtendSse42;
+uint32_t ExtendFoldingSse42(uint32_t crc, const void* data, size_t n) {
+  return internal::ExtendFolding(crc, data, n, &ExtendSse42);
+}
 #endif
-  return &Crc32cExtendPortable;
+
+std::vector<Crc32cImplementation> FindImplementations() {
+  std::vector<Crc32cImplementation> found;
+#if defined(__x86_64__)
+  if (internal::FoldingSupported()) found.push_back({"avx512-vpclmulqdq", &ExtendFoldingSse42});
+  if (__builtin_cpu_supports("sse4.2")) found.push_back({"sse4.2", &ExtendSse42});
+#endif
+  found.push_back({"portable", &Crc32cExtendPortable});
+  return found;
 }
 
-ExtendFn Implementation() {
-  static const ExtendFn fn = PickImplementation();
-  return fn;
+// The one in use: the fastest, unless a benchmark chose another.
+std::atomic<const Crc32cImplementation*>& Chosen() {
+  static std::atomic<const Crc32cImplementation*> chosen{&Crc32cImplementations().front()};
+  return chosen;
 }
 
 }  // namespace
@@ -156,8 +169,27 @@ uint32_t Crc32cExtendPortable(uint32_t crc, const void* data, size_t n) {
   return ~RawPortable(~crc, static_cast<const unsigned char*>(data), n);
 }
 
-uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) { return Implementation()(crc, data, n); }
+uint32_t Crc32cExtend(uint32_t crc, const void* data, size_t n) {
+  return Chosen().load(std::memory_order_relaxed)->extend(crc, data, n);
+}
 
-bool Crc32cIsHardwareAccelerated() { return Implementation() != &Crc32cExtendPortable; }
+bool Crc32cIsHardwareAccelerated() { return Chosen().load()->extend != &Crc32cExtendPortable; }
+
+const std::vector<Crc32cImplementation>& Crc32cImplementations() {
+  static const std::vector<Crc32cImplementation>* all = new std::vector<Crc32cImplementation>(FindImplementations());
+  return *all;
+}
+
+const char* Crc32cImplementationName() { return Chosen().load()->name; }
+
+bool UseCrc32cImplementation(const std::string& name) {
+  for (const Crc32cImplementation& impl : Crc32cImplementations()) {
+    if (name == impl.name) {
+      Chosen().store(&impl);
+      return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace shardlight::sharded::checkpoint

@@ -26,9 +26,31 @@ namespace {
 // enough that the write finds the bytes the checksum just read in cache.
 constexpr int64_t kDirectChunkBytes = int64_t{1} << 20;
 
-// Streams `tensor` row-major to `file` at `offset`, feeding `crcs`.
-absl::Status WriteTensor(File& file, const at::Tensor& tensor, int64_t offset, BlockChecksums& crcs,
-                         int64_t buffer_bytes, std::unique_ptr<char[]>& buffer) {
+// Streams an entry of `sizes` row-major to `file` at `offset`, feeding
+// `crcs`: tile by tile through the buffer, each tile filled by `fill`.
+absl::Status WriteTiles(File& file, c10::ScalarType dtype, const std::vector<int64_t>& sizes, const RegionFill& fill,
+                        int64_t offset, BlockChecksums& crcs, int64_t buffer_bytes, std::unique_ptr<char[]>& buffer) {
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype));
+  if (!buffer) buffer.reset(new char[static_cast<size_t>(buffer_bytes)]);
+  at::NoGradGuard no_grad;
+  int64_t pos = offset;
+  return ForEachRowMajorTile(sizes, buffer_bytes / elem,
+                             [&](const std::vector<int64_t>& off, const std::vector<int64_t>& size) -> absl::Status {
+                               at::Tensor staged = at::from_blob(buffer.get(), size, at::TensorOptions().dtype(dtype));
+                               SL_RETURN_IF_ERROR(fill(off, staged));
+                               const int64_t n = staged.numel() * elem;
+                               crcs.Update(buffer.get(), n);
+                               absl::Status s = file.WriteAt(buffer.get(), n, pos);
+                               pos += n;
+                               return s;
+                             });
+}
+
+// Streams `entry` row-major to `file` at `offset`, feeding `crcs`.
+absl::Status WriteEntry(File& file, const EntryToWrite& entry, int64_t offset, BlockChecksums& crcs,
+                        int64_t buffer_bytes, std::unique_ptr<char[]>& buffer) {
+  const at::Tensor& tensor = entry.tensor;
+  if (!tensor.defined()) return WriteTiles(file, entry.dtype, entry.sizes, entry.fill, offset, crcs, buffer_bytes, buffer);
   const int64_t elem = static_cast<int64_t>(tensor.element_size());
   if (tensor.is_cpu() && tensor.is_contiguous()) {
     const char* p = static_cast<const char*>(tensor.data_ptr());
@@ -41,23 +63,14 @@ absl::Status WriteTensor(File& file, const at::Tensor& tensor, int64_t offset, B
     }
     return absl::OkStatus();
   }
-  // Non-contiguous or on a device: row-major tiles through the buffer.
-  if (!buffer) buffer.reset(new char[static_cast<size_t>(buffer_bytes)]);
-  at::NoGradGuard no_grad;
-  int64_t pos = offset;
-  const std::vector<int64_t> sizes = tensor.sizes().vec();
-  return ForEachRowMajorTile(sizes, buffer_bytes / elem,
-                             [&](const std::vector<int64_t>& off, const std::vector<int64_t>& size) -> absl::Status {
-                               at::Tensor src = tensor;
-                               for (size_t d = 0; d < off.size(); ++d) src = src.narrow(static_cast<int64_t>(d), off[d], size[d]);
-                               at::Tensor staged = at::from_blob(buffer.get(), size, at::TensorOptions().dtype(tensor.scalar_type()));
-                               staged.copy_(src);
-                               const int64_t n = staged.numel() * elem;
-                               crcs.Update(buffer.get(), n);
-                               absl::Status s = file.WriteAt(buffer.get(), n, pos);
-                               pos += n;
-                               return s;
-                             });
+  // Non-contiguous or on a device: row-major tiles copied into the buffer.
+  auto copy_tile = [&](const std::vector<int64_t>& off, const at::Tensor& tile) {
+    at::Tensor src = tensor;
+    for (size_t d = 0; d < off.size(); ++d) src = src.narrow(static_cast<int64_t>(d), off[d], tile.size(static_cast<int64_t>(d)));
+    tile.copy_(src);
+    return absl::OkStatus();
+  };
+  return WriteTiles(file, tensor.scalar_type(), tensor.sizes().vec(), copy_tile, offset, crcs, buffer_bytes, buffer);
 }
 
 absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>& entries,
@@ -65,12 +78,16 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
   std::vector<SafetensorsEntry> layout;
   layout.reserve(entries.size());
   for (const EntryToWrite& e : entries) {
-    const std::string dtype = DtypeName(e.tensor.scalar_type());
+    const c10::ScalarType type = e.tensor.defined() ? e.tensor.scalar_type() : e.dtype;
+    const std::string dtype = DtypeName(type);
     if (dtype.empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("entry ", Quote(e.name), ": dtype ",
-                                                     c10::toString(e.tensor.scalar_type()), " cannot be checkpointed"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("entry ", Quote(e.name), ": dtype ", c10::toString(type), " cannot be checkpointed"));
     }
-    layout.push_back({e.name, dtype, e.tensor.sizes().vec(), 0, 0});
+    if (!e.tensor.defined() && !e.fill) {
+      return absl::InvalidArgumentError(absl::StrCat("entry ", Quote(e.name), ": neither a tensor nor a fill"));
+    }
+    layout.push_back({e.name, dtype, e.tensor.defined() ? e.tensor.sizes().vec() : e.sizes, 0, 0});
   }
   SL_ASSIGN_OR_RETURN(auto data_bytes, AssignDataOffsets(layout));
   const std::string header = EncodeSafetensorsHeader(layout, options.metadata);
@@ -82,7 +99,7 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
   const int64_t buffer_bytes = std::max<int64_t>(options.buffer_bytes, 4096);
   for (size_t i = 0; i < entries.size(); ++i) {
     BlockChecksums crcs(options.block_bytes);
-    SL_RETURN_IF_ERROR(WriteTensor(file, entries[i].tensor, data_start + layout[i].begin, crcs, buffer_bytes, buffer));
+    SL_RETURN_IF_ERROR(WriteEntry(file, entries[i], data_start + layout[i].begin, crcs, buffer_bytes, buffer));
     out.entries.push_back({entries[i].name, data_start + layout[i].begin, data_start + layout[i].end, crcs.Finish()});
   }
   out.bytes = data_start + data_bytes;

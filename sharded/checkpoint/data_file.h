@@ -1,15 +1,18 @@
 // Writing one rank's data file: a safetensors file holding the given tensors
 // as entries, streamed from the tensors' memory (or through a bounded buffer
-// for non-contiguous or non-CPU tensors) with per-block CRC32C computed on
-// the way out, then fsynced.
+// for non-contiguous or non-CPU tensors, and for entries whose bytes a
+// callback produces tile by tile) with per-block CRC32C computed on the way
+// out, then fsynced.
 #ifndef SHARDLIGHT_SHARDED_CHECKPOINT_DATA_FILE_H_
 #define SHARDLIGHT_SHARDED_CHECKPOINT_DATA_FILE_H_
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -17,9 +20,23 @@
 
 namespace shardlight::sharded::checkpoint {
 
+// Fills `tile` (a contiguous CPU tensor) with the box of an entry that
+// starts at `offsets` and has the tile's sizes.
+using RegionFill = std::function<absl::Status(const std::vector<int64_t>& offsets, const at::Tensor& tile)>;
+
 struct EntryToWrite {
+  EntryToWrite() = default;
+  EntryToWrite(std::string entry_name, at::Tensor entry_tensor)
+      : name(std::move(entry_name)), tensor(std::move(entry_tensor)) {}
+
   std::string name;
   at::Tensor tensor;  // written row-major; any layout or device
+  // When `tensor` is undefined: an entry of `dtype` and `sizes` whose bytes
+  // `fill` produces, one row-major tile of at most the buffer at a time, so
+  // the entry never has to be in memory whole. Its errors fail the write.
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  std::vector<int64_t> sizes;
+  RegionFill fill;
 };
 
 struct WrittenEntry {

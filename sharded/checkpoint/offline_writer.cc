@@ -20,6 +20,22 @@ namespace {
 
 std::string KeyError(const std::string& key) { return absl::StrCat("key ", Quote(key), ": "); }
 
+// The entry of one shard of a tensor that comes from a source: tiles of the
+// shard are the source's boxes moved by the shard's offsets.
+EntryToWrite SourceEntry(const std::string& name, c10::ScalarType dtype, const ShardMetadata& shard,
+                         const RegionFill& source) {
+  EntryToWrite e;
+  e.name = name;
+  e.dtype = dtype;
+  e.sizes = shard.sizes;
+  e.fill = [&source, offsets = shard.offsets](const std::vector<int64_t>& off, const at::Tensor& tile) {
+    std::vector<int64_t> global = offsets;
+    for (size_t d = 0; d < global.size(); ++d) global[d] += off[d];
+    return source(global, tile);
+  };
+  return e;
+}
+
 }  // namespace
 
 OfflineCheckpointWriter::OfflineCheckpointWriter(std::string dir, int world_size, OfflineWriterOptions options)
@@ -32,34 +48,55 @@ absl::Status OfflineCheckpointWriter::CheckNewKey(const std::string& key) {
   return absl::OkStatus();
 }
 
+absl::Status OfflineCheckpointWriter::CheckDtype(const std::string& key, c10::ScalarType dtype, bool sharded) const {
+  if (DtypeName(dtype).empty() || (sharded && !IsSupportedDtype(dtype))) {
+    return absl::InvalidArgumentError(absl::StrCat(KeyError(key), "dtype ", c10::toString(dtype),
+                                                   sharded ? " cannot be sharded in a checkpoint" : " cannot be checkpointed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status OfflineCheckpointWriter::AddPending(Pending p) {
+  keys_.insert(p.key);
+  tensors_.push_back(std::move(p));
+  return absl::OkStatus();
+}
+
 absl::Status OfflineCheckpointWriter::AddDense(const std::string& key, const at::Tensor& tensor) {
   SL_RETURN_IF_ERROR(CheckNewKey(key));
   if (!tensor.defined()) return absl::InvalidArgumentError(KeyError(key) + "the tensor is undefined");
-  if (DtypeName(tensor.scalar_type()).empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(KeyError(key), "dtype ", c10::toString(tensor.scalar_type()), " cannot be checkpointed"));
-  }
+  SL_RETURN_IF_ERROR(CheckDtype(key, tensor.scalar_type(), /*sharded=*/false));
   Pending p;
   p.key = key;
   p.metadata.sizes = tensor.sizes().vec();
   p.metadata.properties.dtype = tensor.scalar_type();
   p.metadata.shards.push_back({std::vector<int64_t>(tensor.dim(), 0), tensor.sizes().vec(), Placement::Cpu(0)});
   p.shards.push_back(tensor);
-  keys_.insert(key);
-  tensors_.push_back(std::move(p));
-  return absl::OkStatus();
+  return AddPending(std::move(p));
+}
+
+absl::Status OfflineCheckpointWriter::AddDense(const std::string& key, TensorSource source) {
+  SL_RETURN_IF_ERROR(CheckNewKey(key));
+  if (!source.fill) return absl::InvalidArgumentError(KeyError(key) + "the source has no fill function");
+  for (int64_t n : source.sizes) {
+    if (n < 0) return absl::InvalidArgumentError(absl::StrCat(KeyError(key), "negative size ", n));
+  }
+  SL_RETURN_IF_ERROR(CheckDtype(key, source.dtype, /*sharded=*/false));
+  Pending p;
+  p.key = key;
+  p.metadata.sizes = source.sizes;
+  p.metadata.properties.dtype = source.dtype;
+  p.metadata.shards.push_back({std::vector<int64_t>(source.sizes.size(), 0), source.sizes, Placement::Cpu(0)});
+  p.source = std::move(source.fill);
+  return AddPending(std::move(p));
 }
 
 absl::Status OfflineCheckpointWriter::AddSharded(const std::string& key, const ShardedTensorMetadata& metadata,
                                                  std::vector<at::Tensor> shards) {
-  absl::Status s = CheckNewKey(key);
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(CheckNewKey(key));
   const c10::ScalarType dtype = metadata.properties.dtype;
-  if (DtypeName(dtype).empty() || !IsSupportedDtype(dtype)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(KeyError(key), "dtype ", c10::toString(dtype), " cannot be sharded in a checkpoint"));
-  }
-  s = metadata.Validate();
+  SL_RETURN_IF_ERROR(CheckDtype(key, dtype, /*sharded=*/true));
+  absl::Status s = metadata.Validate();
   if (!s.ok()) return absl::InvalidArgumentError(KeyError(key) + std::string(s.message()));
   if (shards.size() != metadata.shards.size()) {
     return absl::InvalidArgumentError(absl::StrCat(KeyError(key), shards.size(), " shard tensors for ",
@@ -82,25 +119,43 @@ absl::Status OfflineCheckpointWriter::AddSharded(const std::string& key, const S
   p.sharded = true;
   p.metadata = metadata;
   p.shards = std::move(shards);
-  keys_.insert(key);
-  tensors_.push_back(std::move(p));
-  return absl::OkStatus();
+  return AddPending(std::move(p));
+}
+
+absl::StatusOr<ShardedTensorMetadata> OfflineCheckpointWriter::ChunkedMetadata(const std::string& key,
+                                                                               c10::ScalarType dtype,
+                                                                               const std::vector<int64_t>& sizes,
+                                                                               int64_t dim) const {
+  if (dim < 0 || dim >= static_cast<int64_t>(sizes.size())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(KeyError(key), "cannot shard dim ", dim, " of a tensor with ", sizes.size(), " dims"));
+  }
+  TensorProperties properties;
+  properties.dtype = dtype;
+  auto metadata = BuildMetadata(ChunkShardingSpec::OnRanks(dim, world_size_), sizes, properties, world_size_);
+  if (!metadata.ok()) return absl::InvalidArgumentError(KeyError(key) + std::string(metadata.status().message()));
+  return metadata;
 }
 
 absl::Status OfflineCheckpointWriter::AddChunked(const std::string& key, const at::Tensor& full, int64_t dim) {
   if (!full.defined()) return absl::InvalidArgumentError(KeyError(key) + "the tensor is undefined");
-  if (dim < 0 || dim >= full.dim()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(KeyError(key), "cannot shard dim ", dim, " of a tensor with ", full.dim(), " dims"));
-  }
-  TensorProperties properties;
-  properties.dtype = full.scalar_type();
-  auto metadata = BuildMetadata(ChunkShardingSpec::OnRanks(dim, world_size_), full.sizes().vec(), properties,
-                                world_size_);
-  if (!metadata.ok()) return absl::InvalidArgumentError(KeyError(key) + std::string(metadata.status().message()));
+  SL_ASSIGN_OR_RETURN(ShardedTensorMetadata metadata, ChunkedMetadata(key, full.scalar_type(), full.sizes().vec(), dim));
   std::vector<at::Tensor> shards;
-  for (const ShardMetadata& m : metadata->shards) shards.push_back(full.narrow(dim, m.offsets[dim], m.sizes[dim]));
-  return AddSharded(key, *metadata, std::move(shards));
+  for (const ShardMetadata& m : metadata.shards) shards.push_back(full.narrow(dim, m.offsets[dim], m.sizes[dim]));
+  return AddSharded(key, metadata, std::move(shards));
+}
+
+absl::Status OfflineCheckpointWriter::AddChunked(const std::string& key, TensorSource source, int64_t dim) {
+  SL_RETURN_IF_ERROR(CheckNewKey(key));
+  if (!source.fill) return absl::InvalidArgumentError(KeyError(key) + "the source has no fill function");
+  SL_RETURN_IF_ERROR(CheckDtype(key, source.dtype, /*sharded=*/true));
+  SL_ASSIGN_OR_RETURN(ShardedTensorMetadata metadata, ChunkedMetadata(key, source.dtype, source.sizes, dim));
+  Pending p;
+  p.key = key;
+  p.sharded = true;
+  p.metadata = std::move(metadata);
+  p.source = std::move(source.fill);
+  return AddPending(std::move(p));
 }
 
 absl::Status OfflineCheckpointWriter::Commit(OfflineWriteStats* stats) {
@@ -157,10 +212,15 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
     std::vector<EntryToWrite> entries;
     std::vector<IndexShard*> targets;
     for (size_t i = 0; i < tensors_.size(); ++i) {
-      for (size_t j = 0; j < tensors_[i].shards.size(); ++j) {
+      const Pending& p = tensors_[i];
+      for (size_t j = 0; j < p.metadata.shards.size(); ++j) {
         IndexShard& shard = index.tensors[i].shards[j];
         if (shard.rank != rank) continue;
-        entries.push_back({shard.entry, tensors_[i].shards[j]});
+        if (p.source) {
+          entries.push_back(SourceEntry(shard.entry, p.metadata.properties.dtype, p.metadata.shards[j], p.source));
+        } else {
+          entries.push_back({shard.entry, p.shards[j]});
+        }
         targets.push_back(&shard);
       }
     }

@@ -11,7 +11,10 @@
 // removed (as SaveCheckpoint does).
 //
 // Tensors are held by reference (at::Tensor views share storage) until
-// Commit, which streams them out through WriteDataFile's bounded buffer.
+// Commit, which streams them out through WriteDataFile's bounded buffer. A
+// tensor may instead be given as a TensorSource, whose bytes are produced
+// tile by tile while Commit writes them: then the writer's memory stays at
+// its buffer whatever the checkpoint's size (what `ckpt reshard` relies on).
 #ifndef SHARDLIGHT_SHARDED_CHECKPOINT_OFFLINE_WRITER_H_
 #define SHARDLIGHT_SHARDED_CHECKPOINT_OFFLINE_WRITER_H_
 
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sharded/checkpoint/data_file.h"
 #include "sharded/shard_metadata.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -31,6 +35,16 @@ struct OfflineWriterOptions {
   int64_t checksum_block_bytes = 256 << 10;  // 64 B .. 64 MiB, as SaveOptions
   int64_t buffer_bytes = 16 << 20;           // staging for non-contiguous tensors
   bool remove_stale_files = true;
+};
+
+// A tensor not in memory: its dtype and global sizes, and `fill`, which
+// fills a contiguous CPU tile with the box of the global tensor at the
+// given offsets (called during Commit, once per tile written; its error
+// fails the commit, which then leaves nothing behind).
+struct TensorSource {
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> sizes;
+  RegionFill fill;
 };
 
 struct OfflineWriteStats {
@@ -56,6 +70,11 @@ class OfflineCheckpointWriter {
   // (ChunkShardingSpec::OnRanks); the shards are views, nothing is copied.
   absl::Status AddChunked(const std::string& key, const at::Tensor& full, int64_t dim);
 
+  // As AddDense and AddChunked, with the bytes read from `source` during
+  // Commit, one bounded tile at a time.
+  absl::Status AddDense(const std::string& key, TensorSource source);
+  absl::Status AddChunked(const std::string& key, TensorSource source, int64_t dim);
+
   // Writes every rank's data file and commits the index. Call once; the
   // tensors added are released afterwards whatever the outcome.
   absl::Status Commit(OfflineWriteStats* stats = nullptr);
@@ -68,9 +87,14 @@ class OfflineCheckpointWriter {
     std::string key;
     bool sharded = false;
     ShardedTensorMetadata metadata;  // a single shard on rank 0 when dense
-    std::vector<at::Tensor> shards;
+    std::vector<at::Tensor> shards;  // empty when the tensor comes from `source`
+    RegionFill source;               // global coordinates
   };
   absl::Status CheckNewKey(const std::string& key);
+  absl::Status CheckDtype(const std::string& key, c10::ScalarType dtype, bool sharded) const;
+  absl::StatusOr<ShardedTensorMetadata> ChunkedMetadata(const std::string& key, c10::ScalarType dtype,
+                                                        const std::vector<int64_t>& sizes, int64_t dim) const;
+  absl::Status AddPending(Pending p);
   absl::Status CommitUnsafe(OfflineWriteStats* stats, std::vector<std::string>* written);
 
   std::string dir_;

@@ -4,11 +4,14 @@
 #include "sharded/checkpoint/offline_writer.h"
 
 #include <gmock/gmock.h>
+
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
 #include "sharded/checkpoint/posix_file.h"
+#include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -82,6 +85,89 @@ TEST(OfflineWriter, RefusesBadAdditionsAndWritesNothing) {
   ASSERT_TRUE(bad_options.AddDense("w", at::zeros({2})).ok());
   EXPECT_THAT(bad_options.Commit().message(), HasSubstr("checksum_block_bytes"));
   EXPECT_FALSE(HasCommittedCheckpoint(dir + "/ckpt"));
+}
+
+// Tensors given as sources are read tile by tile during Commit, each tile at
+// most the buffer, and the checkpoint is the one the tensors would give.
+TEST(OfflineWriter, SourcesAreWrittenTileByTile) {
+  const std::string dir = testing::FreshDir("offline_source");
+  OfflineWriterOptions options;
+  options.checksum_block_bytes = 64;
+  options.buffer_bytes = 4096;  // the writer's floor: many tiles per tensor
+  OfflineCheckpointWriter writer(dir, 3, options);
+  int64_t calls = 0, largest_tile = 0;
+  const std::vector<TensorSpec> layout = LoadLayout(1);
+  for (size_t i = 0; i < layout.size(); ++i) {
+    const at::Tensor full = KeyedReference(layout[i].key, layout[i].sizes, layout[i].dtype, 4);
+    TensorSource source;
+    source.dtype = full.scalar_type();
+    source.sizes = full.sizes().vec();
+    source.fill = [full, &calls, &largest_tile](const std::vector<int64_t>& off, const at::Tensor& tile) {
+      at::Tensor src = full;
+      for (size_t d = 0; d < off.size(); ++d) src = src.narrow(static_cast<int64_t>(d), off[d], tile.size(static_cast<int64_t>(d)));
+      tile.copy_(src);
+      ++calls;
+      largest_tile = std::max<int64_t>(largest_tile, tile.numel() * tile.element_size());
+      return absl::OkStatus();
+    };
+    const std::string& key = layout[i].key;
+    absl::Status s = key == "embed" || key == "table" ? writer.AddChunked(key, source, 0) : writer.AddDense(key, source);
+    ASSERT_TRUE(s.ok()) << s;
+  }
+  EXPECT_EQ(calls, 0);  // nothing is read before Commit
+  ASSERT_TRUE(writer.Commit().ok());
+  EXPECT_GE(calls, 5);
+  EXPECT_LE(largest_tile, 4096);
+  for (int world : {1, 2, 3}) {
+    absl::Status s = LoadAndCheck(dir, world, 4);
+    EXPECT_TRUE(s.ok()) << world << s;
+  }
+}
+
+// A big source is split into many tiles no larger than the buffer; a fill
+// that fails fails the commit, which leaves nothing behind.
+TEST(OfflineWriter, SourceTilesAreBoundedAndErrorsCommitNothing) {
+  const std::string dir = testing::FreshDir("offline_source_bad");
+  OfflineWriterOptions options;
+  options.buffer_bytes = 4096;
+  int64_t calls = 0, largest_tile = 0;
+  const at::Tensor full = at::arange(64 * 100, at::kFloat).reshape({64, 100});
+  TensorSource source{c10::kFloat, {64, 100}, [&](const std::vector<int64_t>& off, const at::Tensor& tile) {
+                        ++calls;
+                        largest_tile = std::max<int64_t>(largest_tile, tile.numel() * 4);
+                        tile.copy_(full.narrow(0, off[0], tile.size(0)).narrow(1, off[1], tile.size(1)));
+                        return absl::OkStatus();
+                      }};
+  {
+    OfflineCheckpointWriter writer(dir + "/good", 2, options);
+    ASSERT_TRUE(writer.AddChunked("w", source, 1).ok());
+    ASSERT_TRUE(writer.Commit().ok());
+  }
+  EXPECT_LE(largest_tile, 4096);
+  EXPECT_GE(calls, 64 * 100 * 4 / 4096);
+  simulate::SimulatedCluster cluster(1, testing::Options());
+  absl::Status loaded = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
+    StateDict state;
+    SL_RETURN_IF_ERROR(state.Insert("w", at::zeros({64, 100})));
+    SL_RETURN_IF_ERROR(LoadCheckpoint(state, dir + "/good", *ctx.pg));
+    return testing::BitEqual(std::get<at::Tensor>(*state.Find("w")), full) ? absl::OkStatus()
+                                                                           : absl::InternalError("values differ");
+  });
+  EXPECT_TRUE(loaded.ok()) << loaded;
+
+  OfflineCheckpointWriter writer(dir + "/bad", 2, options);
+  TensorSource failing{c10::kFloat, {64, 100}, [&](const std::vector<int64_t>& off, const at::Tensor&) {
+                         return off[0] >= 32 ? absl::DataLossError("source row 32 is corrupt") : absl::OkStatus();
+                       }};
+  ASSERT_TRUE(writer.AddChunked("w", failing, 0).ok());
+  const absl::Status s = writer.Commit();
+  EXPECT_THAT(s.message(), HasSubstr("source row 32 is corrupt"));
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_FALSE(HasCommittedCheckpoint(dir + "/bad"));
+  auto names = ListDirectory(dir + "/bad");
+  EXPECT_TRUE(!names.ok() || names->empty()) << "files left behind";
+  OfflineCheckpointWriter no_fill(dir + "/none", 1);
+  EXPECT_THAT(no_fill.AddDense("w", TensorSource{c10::kFloat, {2}, nullptr}).message(), HasSubstr("no fill"));
 }
 
 }  // namespace

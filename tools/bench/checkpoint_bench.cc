@@ -56,6 +56,9 @@ ABSL_FLAG(bool, drop_cache, true, "evict the files from the page cache before ea
 ABSL_FLAG(bool, keep, false, "keep the files afterwards");
 ABSL_FLAG(int, block_kib, 256, "checksum block size in KiB");
 ABSL_FLAG(int, buffer_mib, 16, "save/load staging buffer per rank in MiB");
+ABSL_FLAG(std::string, crc32c, "",
+          "CRC32C implementation for the whole run (avx512-vpclmulqdq, sse4.2, portable); empty: the fastest this "
+          "machine has. To compare the load's checksum cost across implementations in the same conditions");
 ABSL_FLAG(int, repeats, 3, "times each timed phase runs; the best time is reported (the noisiest machines vary)");
 
 namespace {
@@ -310,6 +313,10 @@ int Run(int tensors) {
     return 1;
   }
   at::set_num_threads(1);  // one core per rank, like the anchor's processes
+  if (const std::string crc = absl::GetFlag(FLAGS_crc32c); !crc.empty() && !ckpt::UseCrc32cImplementation(crc)) {
+    std::cerr << "checkpoint_bench: --crc32c=" << crc << ": not an implementation this machine runs\n";
+    return 2;
+  }
   const int repeats = std::max(1, absl::GetFlag(FLAGS_repeats));
   ckpt::SaveOptions save_options;
   save_options.checksum_block_bytes = int64_t{absl::GetFlag(FLAGS_block_kib)} << 10;
@@ -331,7 +338,7 @@ int Run(int tensors) {
     for (size_t pos = 0; pos < bytes.size(); pos += 1 << 20) crc = ckpt::Crc32cExtend(crc, bytes.data() + pos, 1 << 20);
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     std::cout << absl::StrFormat("  crc32c: %.1f GiB/s on one thread (%s)%s\n", bytes.size() / kGiB / seconds,
-                                 ckpt::Crc32cIsHardwareAccelerated() ? "SSE4.2" : "portable", crc == 0 ? " " : "");
+                                 ckpt::Crc32cImplementationName(), crc == 0 ? " " : "");
   }
 
   Results r;

@@ -9,8 +9,13 @@
 //   bazel run //tools/ckpt -- --world_size=M [--shard=KEY=DIM,...] [--layout=FILE] reshard IN OUT
 //   bazel run //tools/ckpt -- [--buffer_mib=N] diff A B
 //
+// Every DIR, IN, A and B may be a checkpoint directory or a checkpoint root
+// (`latest` and step-<N>/): a root resolves to its newest good step, which is
+// named on stderr (checkpoint_input.h).
+//
 // Exit codes: 0 success (diff: equal), 1 a bad or unreadable checkpoint (diff:
 // or different), 2 bad usage.
+#include <deque>
 #include <iostream>
 #include <map>
 #include <string>
@@ -19,6 +24,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "tools/flags/strict_flags.h"
+#include "tools/ckpt/checkpoint_input.h"
 #include "tools/ckpt/ckpt_commands.h"
 #include "tools/ckpt/interop_commands.h"
 #include "tools/ckpt/layout_commands.h"
@@ -66,6 +72,7 @@ int UsageError(const std::string& message) {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(kUsage);
+  std::deque<std::string> resolved_inputs;  // what args point into
   std::vector<char*> args = shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
   const int buffer_mib = absl::GetFlag(FLAGS_buffer_mib);
   if (buffer_mib < 1 || buffer_mib > 4096) return UsageError("--buffer_mib must be in [1, 4096]");
@@ -84,6 +91,21 @@ int main(int argc, char** argv) {
   if (args.size() < 2) return UsageError("no command given");
   const std::string command = args[1];
   const size_t operands = args.size() - 2;
+  // The checkpoints a command reads (its first operand; both for diff),
+  // once the operands are right: a root resolves to one of its steps.
+  const bool one_operand = command == "inspect" || command == "verify";
+  const bool reads = one_operand || command == "consolidate" || command == "reshard" || command == "diff" ||
+                     command == "export";
+  const size_t inputs = command == "diff" ? 2 : 1;
+  for (size_t i = 0; reads && operands == (one_operand ? 1u : 2u) && i < inputs; ++i) {
+    auto resolved = shardlight::tools::ckpt::ResolveCheckpointInput(args[2 + i], std::cerr);
+    if (!resolved.ok()) {
+      std::cerr << "ckpt: " << resolved.status().message() << "\n";
+      return 1;
+    }
+    resolved_inputs.push_back(*resolved);
+    args[2 + i] = resolved_inputs.back().data();
+  }
   if (command == "inspect" || command == "verify") {
     if (operands != 1) return UsageError(command + " takes one operand, DIR");
     return command == "inspect" ? shardlight::tools::ckpt::Inspect(args[2], std::cout, std::cerr)

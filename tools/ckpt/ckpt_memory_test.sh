@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bounded memory: on a 320 MiB checkpoint, consolidate and diff with
+# Bounded memory: on a 320 MiB checkpoint, consolidate, reshard and diff with
 # --buffer_mib=16 raise the tool's peak RSS by less than a 64 MiB budget over
 # its baseline (the peak of `ckpt inspect`, which reads only the index: the
 # LibTorch libraries and the runtime). The output is checked whole.
@@ -36,4 +36,9 @@ read -r rc used < <(peak "$ckpt" --buffer_mib=16 diff "$tmp/big" "$tmp/big")
 [ "$rc" -eq 0 ] || fail "diff of a checkpoint with itself exited $rc"
 echo "--- diff of $size_mib MiB with itself: peak $used MiB, $((used - base)) MiB over the baseline"
 ((used - base < budget_mib)) || fail "diff used $((used - base)) MiB over its baseline (budget $budget_mib)"
+read -r rc used < <(peak "$ckpt" --world_size=2 reshard "$tmp/big" "$tmp/r2")
+[ "$rc" -eq 0 ] || fail "reshard exited $rc"
+echo "--- reshard of $size_mib MiB to 2 ranks: peak $used MiB, $((used - base)) MiB over the baseline"
+((used - base < budget_mib)) || fail "reshard used $((used - base)) MiB over its baseline (budget $budget_mib)"
+out=$("$ckpt" diff "$tmp/big" "$tmp/r2") || fail "the reshard differs from its input: $out"
 echo PASS

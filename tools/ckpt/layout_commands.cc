@@ -106,26 +106,31 @@ int Reshard(const std::string& in_dir, const std::string& out_dir, const Reshard
       return 2;
     }
   }
+  // Every tensor is a source: Commit reads each output tile from the input's
+  // shards as it writes it (checksums checked on the way in, computed on the
+  // way out), so memory stays at the writer's and the reader's buffers.
   sharded::checkpoint::OfflineCheckpointWriter writer(out_dir, options.world_size);
   EntryReader entries(kReaderBufferBytes, nullptr);
+  CheckpointReader& in = *reader;
   int64_t bytes = 0;
-  absl::Status s;
-  for (const IndexTensor& t : reader->index().tensors) {
-    auto full = ReadWhole(*reader, entries, t);
-    if (!full.ok()) {
-      s = full.status();
-      break;
-    }
-    bytes += full->numel() * DtypeBytes(t.dtype);
+  absl::Status s = in.CheckEveryFile();
+  for (const IndexTensor& t : in.index().tensors) {
+    if (!s.ok()) break;
+    bytes += sharded::CheckedNumElements(t.shape).value_or(0) * DtypeBytes(t.dtype);
+    sharded::checkpoint::TensorSource source;
+    source.dtype = t.dtype;
+    source.sizes = t.shape;
+    source.fill = [&in, &entries, &t](const std::vector<int64_t>& offsets, const at::Tensor& tile) {
+      return FillRegion(in, entries, t, tile, offsets);
+    };
     const auto dim = options.shard_dims.find(t.key);
     if (dim != options.shard_dims.end()) {
-      s = writer.AddChunked(t.key, *full, dim->second);
+      s = writer.AddChunked(t.key, std::move(source), dim->second);
     } else if (t.sharded && !t.shape.empty()) {
-      s = writer.AddChunked(t.key, *full, SavedShardDim(t));
+      s = writer.AddChunked(t.key, std::move(source), SavedShardDim(t));
     } else {
-      s = writer.AddDense(t.key, *full);
+      s = writer.AddDense(t.key, std::move(source));
     }
-    if (!s.ok()) break;
   }
   if (s.ok()) s = writer.Commit();
   if (!s.ok()) {

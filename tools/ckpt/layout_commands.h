@@ -24,8 +24,9 @@ struct ReshardOptions {
   std::map<std::string, int64_t> shard_dims;  // key -> dim to chunk along, overriding the saved layout
 };
 
-// Holds the checkpoint's tensors in memory until the output is committed
-// (not bounded by a budget: see the README's ckpt section).
+// Streams: each output tile is read from the input's shards while it is
+// written, so memory stays bounded (the reader's and the writer's buffers)
+// whatever the checkpoint's size.
 int Reshard(const std::string& in_dir, const std::string& out_dir, const ReshardOptions& options, std::ostream& out,
             std::ostream& err);
 

@@ -1,8 +1,9 @@
 // Test helper for ckpt_cli_test.sh: `make DIR` saves a small checkpoint at
 // W = 3 on the simulated cluster (uneven, empty and several-per-rank shards,
 // every dtype, dense tensors); `check FILE` confirms a consolidated
-// safetensors file holds exactly those tensors; `load DIR W` loads DIR on W
-// thread-ranks (every sharded tensor chunked by rows) and checks the values.
+// safetensors file holds exactly those tensors; `load DIR W...` loads DIR on
+// W thread-ranks for each W given (every sharded tensor chunked by rows) and
+// checks the values.
 // `make DIR SALT` saves other values (for diff); `big DIR MIB` writes a
 // checkpoint of about MIB MiB for 3 ranks (32 MiB F32 tensors, chunked by
 // rows) from one process. Exit 0 on success.
@@ -118,8 +119,13 @@ int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "make") return Make(argv[2], kSalt);
   if (argc == 4 && std::string(argv[1]) == "make") return Make(argv[2], std::stoi(argv[3]));
   if (argc == 4 && std::string(argv[1]) == "big") return Big(argv[2], std::stoi(argv[3]));
-  if (argc == 4 && std::string(argv[1]) == "load") return Load(argv[2], std::stoi(argv[3]));
+  if (argc >= 4 && std::string(argv[1]) == "load") {
+    for (int i = 3; i < argc; ++i) {
+      if (Load(argv[2], std::stoi(argv[i])) != 0) return 1;
+    }
+    return 0;
+  }
   if (argc == 3 && std::string(argv[1]) == "check") return Check(argv[2]);
-  std::cerr << "usage: make_test_checkpoint make DIR [SALT] | check FILE | load DIR WORLD | big DIR MIB\n";
+  std::cerr << "usage: make_test_checkpoint make DIR [SALT] | check FILE | load DIR WORLD... | big DIR MIB\n";
   return 2;
 }

@@ -5,7 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "sharded/box.h"
 #include "sharded/checkpoint/names.h"
-#include "sharded/no_throw.h"
 
 namespace shardlight::tools::ckpt {
 
@@ -27,20 +26,6 @@ absl::Status FillRegion(sharded::checkpoint::CheckpointReader& reader, sharded::
     }
   }
   return absl::OkStatus();
-}
-
-absl::StatusOr<at::Tensor> ReadWhole(sharded::checkpoint::CheckpointReader& reader,
-                                     sharded::checkpoint::EntryReader& entries,
-                                     const sharded::checkpoint::IndexTensor& t) {
-  at::Tensor full;
-  absl::Status s = sharded::NoThrow([&] {
-    full = at::empty(t.shape, at::TensorOptions().dtype(t.dtype));
-    return absl::OkStatus();
-  });
-  if (!s.ok()) return s;
-  s = FillRegion(reader, entries, t, full, std::vector<int64_t>(t.shape.size(), 0));
-  if (!s.ok()) return s;
-  return full;
 }
 
 int64_t SavedShardDim(const sharded::checkpoint::IndexTensor& t) {

@@ -27,11 +27,6 @@ absl::Status FillRegion(sharded::checkpoint::CheckpointReader& reader, sharded::
                         const sharded::checkpoint::IndexTensor& t, const at::Tensor& dst,
                         const std::vector<int64_t>& dst_offsets);
 
-// The whole tensor `t`, read into a new tensor.
-absl::StatusOr<at::Tensor> ReadWhole(sharded::checkpoint::CheckpointReader& reader,
-                                     sharded::checkpoint::EntryReader& entries,
-                                     const sharded::checkpoint::IndexTensor& t);
-
 // The dim a sharded tensor was split along: the first dim some shard does
 // not span whole; 0 when every shard spans every dim.
 int64_t SavedShardDim(const sharded::checkpoint::IndexTensor& t);
