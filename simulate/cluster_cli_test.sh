@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The cluster binary as a user runs it: default run, --help, bad flags.
 set -u
-bin="$1"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_test_lib.sh" "$1"
 
 # The main job as the README runs it: no flags.
 out=$("$bin" 2>&1) || fail "default run exited $?: $out"
@@ -55,13 +54,6 @@ help=$("$bin" --help 2>&1)
 grep -q -- "--world_size" <<<"$help" || fail "--help does not list --world_size"
 grep -q "collectives:" <<<"$help" || fail "--help does not list the scenarios"
 
-expect_exit() {
-  local want="$1" needle="$2"; shift 2
-  local got out
-  out=$("$bin" "$@" 2>&1); got=$?
-  [ "$got" -eq "$want" ] || fail "$* exited $got, want $want: $out"
-  grep -qF -- "$needle" <<<"$out" || fail "$*: message lacks '$needle': $out"
-}
 expect_exit 2 "outside [1, 64]" --world_size=0
 expect_exit 2 "outside [1, 64]" --world_size=65
 expect_exit 2 "unknown --scenario='nope'" --scenario=nope

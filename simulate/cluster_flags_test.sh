@@ -3,16 +3,8 @@
 # 10): every flag that could never do what it says exits 2 before anything
 # runs, and a checkpoint directory of another run is refused.
 set -u
-bin="$1"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_test_lib.sh" "$1"
 
-expect_exit() {
-  local want="$1" needle="$2"; shift 2
-  local got out
-  out=$("$bin" "$@" 2>&1); got=$?
-  [ "$got" -eq "$want" ] || fail "$* exited $got, want $want: $out"
-  grep -qF -- "$needle" <<<"$out" || fail "$*: message lacks '$needle': $out"
-}
 # Issue 15, defect 10: flags that could never do what they say exit 2 before
 # anything runs (each case below would otherwise train).
 expect_exit 2 "fault step 3 never comes: phase 1 runs steps 1..2 of --steps=4" --steps=4 --fault=crash:rank=0,step=3
