@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The cluster binary as a user runs it: default run, --help, bad flags.
 set -u
-source "$(dirname "$0")/cli_test_lib.sh" "$1"
+source "$(dirname "$0")/cli_test_lib.sh" "$1" || { echo "FAIL: cannot source cli_test_lib.sh" >&2; exit 1; }
 
 # The main job as the README runs it: no flags.
 out=$("$bin" 2>&1) || fail "default run exited $?: $out"

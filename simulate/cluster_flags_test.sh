@@ -3,7 +3,7 @@
 # 10): every flag that could never do what it says exits 2 before anything
 # runs, and a checkpoint directory of another run is refused.
 set -u
-source "$(dirname "$0")/cli_test_lib.sh" "$1"
+source "$(dirname "$0")/cli_test_lib.sh" "$1" || { echo "FAIL: cannot source cli_test_lib.sh" >&2; exit 1; }
 
 # Issue 15, defect 10: flags that could never do what they say exit 2 before
 # anything runs (each case below would otherwise train).
