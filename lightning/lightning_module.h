@@ -67,7 +67,15 @@ class LightningModule : public ShardedModule {
   bool sharded_hooks_registered() const { return hooks_registered_; }
   bool OwnsShardedHooks() const override { return hooks_registered_; }
 
+  // The group a Trainer configured this module on (ConfigureShardedModel
+  // succeeded on every rank of it); null before the first Fit. A later Fit on
+  // the same group does not call ConfigureShardedModel again (trainer.h).
+  const c10::intrusive_ptr<c10d::ProcessGroup>& configured_group() const { return configured_group_; }
+
  private:
+  friend class Trainer;  // sets configured_group_
+
+  c10::intrusive_ptr<c10d::ProcessGroup> configured_group_;
   bool hooks_registered_ = false;
   HookHandle state_dict_hook_;
   HookHandle load_pre_hook_;

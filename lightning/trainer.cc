@@ -93,14 +93,24 @@ struct SavedExtras {
   bool optimizer = false;
   bool step = false;
 };
-absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Storage* storage,
-                                             c10d::ProcessGroup& pg) {
+// Also refuses a checkpoint of another run (trainer.h, "Which run") unless
+// `allow_different_run`; rank 0 then prints what differs.
+absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg,
+                                             const RunFingerprint& run, bool allow_different_run) {
   SavedExtras mine;
+  std::string different;
   const absl::Status read = sharded::NoThrow([&]() -> absl::Status {
     SL_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(dir, ckpt::StorageOrPosix(storage)));
     for (const ckpt::IndexTensor& t : reader.index().tensors) {
       mine.optimizer = mine.optimizer || absl::StartsWith(t.key, "optimizer.");
       mine.step = mine.step || t.key == "trainer.step";
+    }
+    different = DescribeRunDifference(reader.index(), run);
+    if (!different.empty() && !allow_different_run) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the checkpoint in '", dir, "' is from a different run: ", different,
+          "; resume it anyway with allow_different_run (--allow_different_run), or use another checkpoint "
+          "directory"));
     }
     return absl::OkStatus();
   });
@@ -108,6 +118,10 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       sharded::AgreeAndGather(pg, {read, sharded::StableHash(payload), payload},
                                               {absl::StrCat("resume from '", dir, "'"), "checkpoint contents"}));
+  if (!different.empty() && pg.getRank() == 0) {
+    std::cout << "resume: the checkpoint in " << dir << " is from a different run (" << different
+              << "); resuming it as allow_different_run asks\n";
+  }
   return SavedExtras{all[0][0] == '1', all[0][1] == '1'};
 }
 
@@ -121,6 +135,26 @@ absl::Status CallbacksAgree(const std::vector<std::shared_ptr<Callback>>& callba
     return absl::OkStatus();
   });
   return sharded::Agree(pg, local, hook);
+}
+
+// Whether this Fit calls ConfigureShardedModel: not when an earlier Fit
+// configured the module on this same group (its members are kept); a module
+// configured on another group is refused, since its sharded members and
+// metrics live on that group. Agreed, so every rank takes the same branch.
+absl::StatusOr<bool> NeedsConfigure(const LightningModule& module,
+                                    const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
+  const c10::intrusive_ptr<c10d::ProcessGroup>& before = module.configured_group();
+  absl::Status mine = absl::OkStatus();
+  if (before && before != pg) {
+    mine = absl::FailedPreconditionError(absl::StrCat(
+        module.name(), " was configured by an earlier Fit on another process group (", before->getSize(),
+        " ranks) and its sharded members live there; fit a fresh module on this group (resume its state from a "
+        "checkpoint)"));
+  }
+  const bool configure = !before;
+  SL_RETURN_IF_ERROR(sharded::AgreeOn(*pg, mine.ok() ? absl::StatusOr<uint64_t>(configure ? 1 : 2) : mine,
+                                      {"configure", "whether the module is already configured"}));
+  return configure;
 }
 
 }  // namespace
@@ -149,16 +183,24 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   }
   // Setup: the collectives must work before any sharded state is created.
   SL_RETURN_IF_ERROR(ProbeCollectives(*pg, options_.probe_timeout));
+  SL_ASSIGN_OR_RETURN(const bool configure, NeedsConfigure(module, pg));
   std::unique_ptr<Optimizer> optimizer;
   absl::Status configured = sharded::NoThrow([&]() -> absl::Status {
-    SL_RETURN_IF_ERROR(module.ConfigureShardedModel({pg, state.rank, state.world_size, options_.seed}));
+    if (configure) {
+      SL_RETURN_IF_ERROR(module.ConfigureShardedModel({pg, state.rank, state.world_size, options_.seed}));
+    }
     SL_ASSIGN_OR_RETURN(optimizer, module.ConfigureOptimizers());
     if (optimizer == nullptr) return absl::InvalidArgumentError(module.name() + "::ConfigureOptimizers returned null");
     return absl::OkStatus();
   });
   SL_RETURN_IF_ERROR(sharded::Agree(*pg, configured, "configure"));
+  module.configured_group_ = pg;
   SL_RETURN_IF_ERROR(metrics::BindMetrics(module, pg));  // metrics: reduce over pg, sharded states created
   const Trainables trainables = TrainablesOf(module);
+  // Before a resume changes grown (cat) metric states: the same at every Fit.
+  SL_ASSIGN_OR_RETURN(run_, FingerprintRun(module, options_.seed, options_.run_options));
+  ckpt::SaveOptions save_options = options_.save_options;
+  save_options.run = run_.record;
   at::Tensor step = at::zeros({1}, at::kLong);
   SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step));
 
@@ -207,11 +249,11 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step));
     std::string saved_in = options_.checkpoint_dir;
     if (options_.keep_last > 0) {
-      const ckpt::RootSaveOptions root_options{options_.keep_last, options_.save_options};
+      const ckpt::RootSaveOptions root_options{options_.keep_last, save_options};
       SL_RETURN_IF_ERROR(ckpt::SaveToCheckpointRoot(checkpoint_state, options_.checkpoint_dir, done, *pg, root_options));
       saved_in = ckpt::JoinPath(options_.checkpoint_dir, ckpt::StepDirName(done));
     } else {
-      SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, options_.save_options));
+      SL_RETURN_IF_ERROR(ckpt::SaveCheckpoint(checkpoint_state, options_.checkpoint_dir, *pg, save_options));
     }
     ++result.checkpoints_saved;
     return CallbacksAgree(callbacks_, *pg, "OnSaveCheckpoint", [&](Callback& c) {
@@ -283,8 +325,8 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
     SL_RETURN_IF_ERROR(model.Insert(key, fresh));
     SL_RETURN_IF_ERROR(target.Insert("model." + key, fresh));
   }
-  SL_ASSIGN_OR_RETURN(const SavedExtras extras,
-                      CheckpointExtras(dir, options_.save_options.storage.get(), pg));
+  SL_ASSIGN_OR_RETURN(const SavedExtras extras, CheckpointExtras(dir, options_.save_options.storage.get(), pg, run_,
+                                                                 options_.allow_different_run));
   if (extras.optimizer) {
     SL_RETURN_IF_ERROR(optimizer.AddStateTo(target, "optimizer."));
   } else if (pg.getRank() == 0) {

@@ -24,6 +24,31 @@
 // ("trainer.step"), so a resume -- on the same or another world size --
 // continues from exactly that state.
 //
+// Which run: every checkpoint records what produced it (lightning/
+// run_fingerprint.h: the model's structure -- state-dict names, dtypes and
+// global shapes --, the seed and run_options; not the world size, as
+// resuming on another world size is a feature) in its index. A resume of a
+// checkpoint whose record differs fails on every rank with
+// FailedPrecondition saying what differs, before anything is loaded, unless
+// allow_different_run is set (rank 0 then prints what differs and resumes;
+// the next save records this run). A checkpoint without a record (older, or
+// `ckpt import`) resumes as before. In a checkpoint root a step of another
+// run is passed over like a damaged one (the fallback line says why), so the
+// newest step of this run is resumed. A resumed step at or past max_steps
+// trains nothing and saves nothing (FitResult: start_step == end_step, no
+// losses): the caller says there was nothing to do.
+//
+// A second Fit of the same module (Lightning asks configure to be
+// idempotent; here the Trainer makes it so): on the same process group,
+// ConfigureShardedModel is not called again -- the sharded members the first
+// Fit created are kept with their current values (the seed of the second
+// Fit's options does not re-initialise them) -- while ConfigureOptimizers is
+// (a fresh optimizer), and a checkpoint in checkpoint_dir is resumed as
+// usual. On another group (another world size, or a new group of the same
+// size) the Fit fails with FailedPrecondition on every rank, naming the
+// module: its sharded members live on the first group; fit a fresh module
+// and resume it from a checkpoint instead.
+//
 // A resume loads the model's entries into fresh tensors and then into the
 // module through LoadStateDict, so the module's load hooks run.
 //
@@ -40,6 +65,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -47,6 +73,7 @@
 #include "absl/status/statusor.h"
 #include "lightning/callback.h"
 #include "lightning/lightning_module.h"
+#include "lightning/run_fingerprint.h"
 #include "sharded/checkpoint/checkpoint.h"
 
 namespace shardlight::lightning {
@@ -72,6 +99,10 @@ struct TrainerOptions {
   std::chrono::milliseconds probe_timeout{std::chrono::seconds(30)};
   // Also where resume reads: save_options.storage (null: POSIX).
   sharded::checkpoint::SaveOptions save_options;
+  // What, besides the model's structure and `seed`, makes this run what it
+  // is (learning rate, batch size, data): see "Which run" above.
+  std::map<std::string, std::string> run_options;
+  bool allow_different_run = false;  // resume a checkpoint of another run anyway
 };
 
 struct FitResult {
@@ -99,6 +130,7 @@ class Trainer {
 
   TrainerOptions options_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
+  RunFingerprint run_;  // this Fit's (set before a resume)
 };
 
 // The state a checkpoint holds for (module, optimizer, step), sharing storage

@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # The cluster binary as a user runs it: default run, --help, bad flags.
 set -u
-bin="$1"
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$(dirname "$0")/cli_test_lib.sh" "$1" || { echo "FAIL: cannot source cli_test_lib.sh" >&2; exit 1; }
 
 # The main job as the README runs it: no flags.
 out=$("$bin" 2>&1) || fail "default run exited $?: $out"
@@ -55,19 +54,12 @@ help=$("$bin" --help 2>&1)
 grep -q -- "--world_size" <<<"$help" || fail "--help does not list --world_size"
 grep -q "collectives:" <<<"$help" || fail "--help does not list the scenarios"
 
-expect_exit() {
-  local want="$1" needle="$2"; shift 2
-  local got out
-  out=$("$bin" "$@" 2>&1); got=$?
-  [ "$got" -eq "$want" ] || fail "$* exited $got, want $want: $out"
-  grep -q -- "$needle" <<<"$out" || fail "$*: message lacks '$needle': $out"
-}
-expect_exit 2 "outside \[1, 64\]" --world_size=0
-expect_exit 2 "outside \[1, 64\]" --world_size=65
+expect_exit 2 "outside [1, 64]" --world_size=0
+expect_exit 2 "outside [1, 64]" --world_size=65
 expect_exit 2 "unknown --scenario='nope'" --scenario=nope
 expect_exit 2 "must be >= 1" --steps=0
 expect_exit 2 "bad value 'abc' for --world_size" --world_size=abc
 expect_exit 2 "unknown flag '--bogus'" --bogus=1
-expect_exit 2 "malformed fault plan \"crash:rank=1\"" --fault=crash:rank=1
+expect_exit 2 'malformed fault plan "crash:rank=1"' --fault=crash:rank=1
 expect_exit 2 "names rank 5 but --world_size=2" --world_size=2 --fault=crash:rank=5,step=1
 echo PASS

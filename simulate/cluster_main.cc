@@ -1,7 +1,10 @@
 // bazel run //simulate:cluster -- --world_size=N --scenario=NAME
 //
 // Runs one scenario on a simulated cluster of N thread-ranks and prints its
-// per-rank report. Exit codes: 0 success, 1 the scenario failed, 2 bad flags.
+// per-rank report. Exit codes: 0 success, 1 the scenario failed, 2 bad flags
+// (including a --fault the scenario would ignore or that could never happen,
+// a stray positional word, a --checkpoint_dir that cannot be a writable
+// directory).
 #include <iostream>
 #include <string>
 
@@ -9,9 +12,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "simulate/core/fault_plan.h"
 #include "simulate/scenario.h"
 #include "simulate/core/simulated_cluster.h"
+#include "tools/flags/directory_flag.h"
 #include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(int, world_size, 4, "number of thread-ranks, 1..64");
@@ -21,6 +24,9 @@ ABSL_FLAG(uint64_t, seed, 1234, "seed for every random value the scenario draws"
 ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
 ABSL_FLAG(int, log_every, 0, "train scenario: print step, loss and steps/s every N steps (0: off)");
 ABSL_FLAG(std::string, checkpoint_dir, "", "where the train scenario checkpoints (default: a temporary directory)");
+ABSL_FLAG(bool, allow_different_run, false,
+          "train scenario: resume the checkpoint in --checkpoint_dir even when another run (seed, model, "
+          "options) wrote it");
 ABSL_FLAG(std::string, fault, "",
           "train scenario: inject a fault plan, e.g. crash:rank=1,step=3, save-crash:rank=2,step=2, "
           "delay:rank=0,step=2,ms=200, timeout:rank=1,step=3");
@@ -43,6 +49,7 @@ int Main() {
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   options.fault = absl::GetFlag(FLAGS_fault);
   options.log_every = absl::GetFlag(FLAGS_log_every);
+  options.allow_different_run = absl::GetFlag(FLAGS_allow_different_run);
   if (options.log_every < 0) {
     std::cerr << "cluster: --log_every must be >= 0\n";
     return 2;
@@ -62,28 +69,38 @@ int Main() {
     std::cerr << "cluster: --timeout_ms must be > 0\n";
     return 2;
   }
-  if (!options.fault.empty()) {
-    auto plan = ParseFaultPlan(options.fault);
-    if (!plan.ok()) {
-      std::cerr << "cluster: --fault: " << plan.status().message() << "\n";
-      return 2;
-    }
-    if (plan->rank >= options.world_size) {
-      std::cerr << "cluster: --fault names rank " << plan->rank << " but --world_size=" << options.world_size << "\n";
-      return 2;
-    }
-  }
+  const Scenario* scenario = nullptr;
   for (const Scenario& s : AllScenarios()) {
-    if (s.name != name) continue;
-    absl::Status status = s.run(options, std::cout);
-    if (!status.ok()) {
-      std::cerr << "cluster: scenario '" << name << "' failed: " << status << "\n";
-      return 1;
-    }
-    return 0;
+    if (s.name == name) scenario = &s;
   }
-  std::cerr << "cluster: unknown --scenario='" << name << "'; known scenarios:" << ScenarioList() << "\n";
-  return 2;
+  if (scenario == nullptr) {
+    std::cerr << "cluster: unknown --scenario='" << name << "'; known scenarios:" << ScenarioList() << "\n";
+    return 2;
+  }
+  if (scenario->check == nullptr && !options.fault.empty()) {
+    std::cerr << "cluster: --fault applies to --scenario=train; scenario '" << name << "' would ignore it\n";
+    return 2;
+  }
+  if (scenario->check != nullptr) {
+    if (absl::Status checked = scenario->check(options); !checked.ok()) {
+      std::cerr << "cluster: " << checked.message() << "\n";
+      return 2;
+    }
+  }
+  // Last: it creates the directory.
+  if (!options.checkpoint_dir.empty()) {
+    const std::string error = tools::flags::PrepareWritableDirectory("checkpoint_dir", options.checkpoint_dir);
+    if (!error.empty()) {
+      std::cerr << "cluster: " << error << "\n";
+      return 2;
+    }
+  }
+  absl::Status status = scenario->run(options, std::cout);
+  if (!status.ok()) {
+    std::cerr << "cluster: scenario '" << name << "' failed: " << status << "\n";
+    return 1;
+  }
+  return 0;
 }
 
 }  // namespace
@@ -95,6 +112,6 @@ int main(int argc, char** argv) {
                    "  bazel run //simulate:cluster -- --world_size=4 --scenario=NAME\n"
                    "Scenarios:",
                    shardlight::simulate::ScenarioList()));
-  shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
+  shardlight::tools::flags::ParseOnlyFlagsOrExit(argc, argv);
   return shardlight::simulate::Main();
 }

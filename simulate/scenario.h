@@ -22,6 +22,7 @@ struct ScenarioOptions {
   std::string checkpoint_dir;  // empty: a temporary directory, removed afterwards
   std::string fault;           // a fault plan (fault_plan.h) for the train scenario; empty: none
   int64_t log_every = 0;       // train: a progress line every this many steps; 0: none
+  bool allow_different_run = false;  // train: resume a checkpoint_dir another run wrote
 };
 
 struct Scenario {
@@ -30,6 +31,10 @@ struct Scenario {
   // Runs the scenario, writing its report to `out`. A non-OK status is the
   // scenario's failure (the binary prints it and exits 1).
   absl::Status (*run)(const ScenarioOptions& options, std::ostream& out);
+  // Checks the options before anything runs: InvalidArgument for one the
+  // scenario cannot honour (the binary exits 2). Null: the scenario takes no
+  // --fault (the binary refuses one) and has nothing else to check.
+  absl::Status (*check)(const ScenarioOptions& options) = nullptr;
 };
 
 // Every scenario the binary knows, in the order --help lists them.

@@ -10,7 +10,7 @@ namespace shardlight::simulate {
 const std::vector<Scenario>& AllScenarios() {
   static const auto* scenarios = new std::vector<Scenario>{
       {"train", "train a sharded-embedding model, checkpoint, reload on another world size, continue (default)",
-       &RunTrainScenario},
+       &RunTrainScenario, &CheckTrainScenario},
       {"roundtrip", "a model's state dict through a checkpoint into a fresh module: loaded equals saved",
        &RunRoundtripScenario},
       {"reshard", "a sharded tensor through several layouts: values checked, bytes sent vs the minimum",

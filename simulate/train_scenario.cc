@@ -4,6 +4,7 @@
 #include <iomanip>
 
 #include "absl/strings/str_cat.h"
+#include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
 
@@ -12,13 +13,31 @@ namespace {
 
 int OtherWorldSize(int w) { return w > 2 ? w - 1 : w + 1; }
 
+// Phase 1 trains steps 1..PhaseOneSteps(steps) and checkpoints; phase 2 the rest.
+int64_t PhaseOneSteps(int64_t steps) { return std::max<int64_t>(1, steps / 2); }
+
 }  // namespace
+
+absl::Status CheckTrainScenario(const ScenarioOptions& options) {
+  if (options.fault.empty()) return absl::OkStatus();
+  SL_ASSIGN_OR_RETURN(const FaultPlan plan, ParseFaultPlan(options.fault));
+  if (plan.rank >= options.world_size) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fault names rank ", plan.rank, " but --world_size=", options.world_size));
+  }
+  const int64_t half = PhaseOneSteps(options.steps);
+  if (plan.step > half) {
+    return absl::InvalidArgumentError(absl::StrCat("fault step ", plan.step, " never comes: phase 1 runs steps 1..",
+                                                   half, " of --steps=", options.steps, " (raise --steps)"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status RunTrainScenario(const ScenarioOptions& options, std::ostream& out) {
   TempDir temp;
   const std::string dir = options.checkpoint_dir.empty() ? temp.path() : options.checkpoint_dir;
   if (dir.empty()) return absl::InternalError("could not create a temporary checkpoint directory");
-  const int64_t half = std::max<int64_t>(1, options.steps / 2);
+  const int64_t half = PhaseOneSteps(options.steps);
   const int64_t total = std::max<int64_t>(options.steps, half + 1);
 
   TrainingRunOptions first;
@@ -28,14 +47,10 @@ absl::Status RunTrainScenario(const ScenarioOptions& options, std::ostream& out)
   first.checkpoint_dir = dir;
   first.collective_timeout = options.collective_timeout;
   first.log_every = options.log_every;
+  first.allow_different_run = options.allow_different_run;
+  SL_RETURN_IF_ERROR(CheckTrainScenario(options));
   if (!options.fault.empty()) {
-    auto plan = ParseFaultPlan(options.fault);
-    if (!plan.ok()) return plan.status();
-    if (plan->step > half) {
-      return absl::InvalidArgumentError(absl::StrCat("fault step ", plan->step, " never comes: phase 1 runs steps 1..",
-                                                     half, " (raise --steps)"));
-    }
-    first.fault = *plan;
+    SL_ASSIGN_OR_RETURN(first.fault, ParseFaultPlan(options.fault));
     first.checkpoint_every = 1;  // so a fault always has a checkpoint before it
   }
   out << "train: EmbeddingMlp (sharded table " << first.model.vocab << "x" << first.model.dim
@@ -49,7 +64,13 @@ absl::Status RunTrainScenario(const ScenarioOptions& options, std::ostream& out)
     saved = RunTraining(first);
     if (!saved.ok()) return saved.status();
   }
-  PrintRankTable(absl::StrCat("phase 1: ", options.world_size, " ranks, steps 0->", half, ", checkpoint saved"),
+  if (const int64_t at = saved->ranks[0].start_step; at >= total) {
+    out << "nothing to do: the checkpoint in " << dir << " is at step " << at << ", and --steps=" << options.steps
+        << " ends at step " << total << " (raise --steps to train further)\n";
+    return absl::OkStatus();
+  }
+  PrintRankTable(absl::StrCat("phase 1: ", options.world_size, " ranks, steps ", saved->ranks[0].start_step, "->",
+                              saved->ranks[0].end_step, ", checkpoint saved"),
                  *saved, out);
 
   TrainingRunOptions second = first;

@@ -18,6 +18,10 @@
 namespace shardlight::simulate {
 
 absl::Status RunTrainScenario(const ScenarioOptions& options, std::ostream& out);
+// The train scenario's options: a fault plan must parse, name a rank of the
+// world and a step of phase 1 (steps 1..max(1, steps / 2)), or it could never
+// happen; InvalidArgument saying which.
+absl::Status CheckTrainScenario(const ScenarioOptions& options);
 absl::Status RunFaultsScenario(const ScenarioOptions& options, std::ostream& out);
 
 }  // namespace shardlight::simulate

@@ -80,6 +80,11 @@ absl::StatusOr<RankResult> TrainRank(const TrainingRunOptions& options, c10::int
   trainer_options.keep_last = options.keep_last;
   trainer_options.probe_timeout = options.collective_timeout;
   trainer_options.log_every = options.log_every;
+  // With the seed and the model's structure, what makes two runs different.
+  trainer_options.run_options = {{"batch_size", absl::StrCat(options.batch_size)},
+                                 {"lr", absl::StrCat(options.model.lr)},
+                                 {"momentum", absl::StrCat(options.model.momentum)}};
+  trainer_options.allow_different_run = options.allow_different_run;
   auto on_load = std::make_shared<SnapshotOnLoad>(module);
   std::vector<std::shared_ptr<lightning::Callback>> callbacks = {on_load};
   if (options.min_step_time.count() > 0) callbacks.push_back(std::make_shared<MinStepTime>(options.min_step_time));

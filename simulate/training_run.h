@@ -46,6 +46,8 @@ struct TrainingRunOptions {
   int keep_last = 0;  // > 0: checkpoint_dir is a checkpoint root keeping this many steps (TrainerOptions)
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   std::optional<FaultPlan> fault;
+  // Resume a checkpoint another run wrote (TrainerOptions::allow_different_run).
+  bool allow_different_run = false;
   int64_t log_every = 0;  // progress lines from rank 0
   // Each step takes at least this long (0: no pacing), so a watcher or a test
   // can act on a real run mid-way.

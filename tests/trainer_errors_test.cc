@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <stdexcept>
 #include <utility>
 
@@ -244,6 +245,91 @@ TEST(TrainerErrorsTest, CorruptCheckpointFailsTheResumeOnEveryRank) {
   for (const std::string& e : errors) {
     EXPECT_THAT(e, HasSubstr("index.json"));
     EXPECT_EQ(e, errors[0]) << "ranks disagree";
+  }
+}
+
+// --- Configure: a throw on one rank, and what a second Fit does.
+
+// Throws on rank 1 after its sharded members exist (no peer is left in a
+// factory's collective).
+struct ThrowingConfigure : CountingMlp {
+  absl::Status ConfigureShardedModel(const lightning::ShardedContext& ctx) override {
+    SL_RETURN_IF_ERROR(CountingMlp::ConfigureShardedModel(ctx));
+    if (ctx.rank == 1) throw std::runtime_error("configure threw on rank 1");
+    return absl::OkStatus();
+  }
+};
+
+TEST(TrainerConfigureTest, ThrowOnOneRankGivesEveryRankThatRanksError) {
+  lightning::TrainerOptions options;
+  options.probe_timeout = std::chrono::seconds(60);  // the agreement, not a timeout, must end it
+  for (int w : {2, 3, 4}) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto errors = FitErrors<ThrowingConfigure>(w, options);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20)) << "w=" << w;
+    ASSERT_EQ(errors.size(), static_cast<size_t>(w));
+    for (const std::string& e : errors) {
+      EXPECT_EQ(e, "INTERNAL: configure failed on rank 1: exception: configure threw on rank 1") << "w=" << w;
+    }
+  }
+}
+
+// A second Fit on the same group keeps the members the first created: no
+// second ConfigureShardedModel, no re-initialisation (even with another
+// seed), and training continues from them.
+TEST(TrainerConfigureTest, SecondFitOnTheSameGroupKeepsTheConfiguredMembers) {
+  for (int w : {2, 3}) {
+    SimulatedCluster cluster(w);
+    simulate::SyntheticRegression data(96, 8, 1);
+    CountingMlp::configured = 0;
+    auto s = cluster.Run([&](RankContext& ctx) -> absl::Status {
+      CountingMlp module;
+      lightning::TrainerOptions options;
+      options.max_steps = 3;
+      SL_RETURN_IF_ERROR(lightning::Trainer(options).Fit(module, data, ctx.pg).status());
+      EXPECT_EQ(module.configured_group(), ctx.pg);
+      const sharded::ShardedTensor* table = module.table();
+      SL_ASSIGN_OR_RETURN(const at::Tensor trained, module.table()->FullTensor());
+      options.seed = 7;
+      options.max_steps = 0;
+      SL_RETURN_IF_ERROR(lightning::Trainer(options).Fit(module, data, ctx.pg).status());
+      EXPECT_EQ(module.table(), table);
+      SL_ASSIGN_OR_RETURN(const at::Tensor after, module.table()->FullTensor());
+      EXPECT_TRUE(after.equal(trained)) << "the second Fit re-initialised the table";
+      options.max_steps = 2;
+      SL_ASSIGN_OR_RETURN(const lightning::FitResult more, lightning::Trainer(options).Fit(module, data, ctx.pg));
+      EXPECT_EQ(more.losses.size(), 2u);
+      SL_ASSIGN_OR_RETURN(const at::Tensor moved, module.table()->FullTensor());
+      EXPECT_FALSE(moved.equal(trained)) << "the third Fit did not train the kept table";
+      return absl::OkStatus();
+    });
+    EXPECT_TRUE(s.ok()) << "w=" << w << ": " << s;
+    EXPECT_EQ(CountingMlp::configured.load(), w) << "ConfigureShardedModel ran more than once per rank";
+  }
+}
+
+// A module configured on one group cannot be fitted on another: every rank
+// gets the same clear error, and the module is left as it was.
+TEST(TrainerConfigureTest, FitOnAnotherGroupIsRefusedOnEveryRank) {
+  const int w = 2;
+  std::vector<std::unique_ptr<CountingMlp>> modules;
+  for (int r = 0; r < w; ++r) modules.push_back(std::make_unique<CountingMlp>());
+  simulate::SyntheticRegression data(96, 8, 1);
+  lightning::TrainerOptions options;
+  options.max_steps = 1;
+  SimulatedCluster first(w);
+  ASSERT_TRUE(first.Run([&](RankContext& ctx) {
+    return lightning::Trainer(options).Fit(*modules[ctx.rank], data, ctx.pg).status();
+  }).ok());
+  SimulatedCluster second(w);
+  auto errors = second.Run([&](RankContext& ctx) -> std::string {
+    auto fit = lightning::Trainer(options).Fit(*modules[ctx.rank], data, ctx.pg);
+    return fit.ok() ? "" : fit.status().ToString();
+  });
+  ASSERT_TRUE(errors.ok()) << errors.status();
+  for (const std::string& e : *errors) {
+    EXPECT_THAT(e, HasSubstr("FAILED_PRECONDITION: configure failed on rank 0: EmbeddingMlp was configured by an "
+                             "earlier Fit on another process group (2 ranks)"));
   }
 }
 

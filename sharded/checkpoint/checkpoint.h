@@ -42,6 +42,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sharded/checkpoint/run_record.h"
 #include "sharded/checkpoint/storage.h"
 #include "sharded/state_dict.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -61,6 +62,9 @@ struct SaveOptions {
   bool remove_stale_files = true;
   // Where the files go; null: PosixStorage(). Each rank may pass its own.
   std::shared_ptr<Storage> storage;
+  // What produced this checkpoint, recorded in the index as "run" (rank 0's;
+  // empty: none). See run_record.h; an invalid record fails the save.
+  RunRecord run;
 };
 
 struct SaveStats {

@@ -388,6 +388,53 @@ TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.generation = "G"; }), HasSubstr("is not 16 lowercase hex digits"));
 }
 
+// Issue 15, defect 8: the optional record of what produced the checkpoint.
+TEST(IndexTest, RunRecordRoundTripsIsOptionalAndIsCoveredByTheChecksum) {
+  CheckpointIndex index = SmallIndex();
+  EXPECT_THAT(SerializeIndex(index), ::testing::Not(HasSubstr("\"run\"")));
+  auto without = ParseIndex(SerializeIndex(index), "i");
+  ASSERT_TRUE(without.ok()) << without.status();
+  EXPECT_TRUE(without->run.empty());
+  index.run = {{"seed", "1234"}, {"structure", "0123456789abcdef"}, {"model.lr", "0.05=x"}};
+  const std::string sealed = SerializeIndex(index);
+  EXPECT_THAT(sealed, HasSubstr(" \"run\": [\"model.lr=0.05=x\", \"seed=1234\", \"structure=0123456789abcdef\"],\n"));
+  auto parsed = ParseIndex(sealed, "i");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->run, index.run);
+  std::string changed = sealed;
+  changed.replace(changed.find("seed=1234"), 9, "seed=1235");
+  EXPECT_EQ(ParseIndex(changed, "i").status().code(), absl::StatusCode::kDataLoss);
+}
+
+TEST(IndexTest, BadRunRecordsAreRefusedNamingTheRule) {
+  auto with_run = [](const std::string& run) {
+    std::string text = UnsealIndex(SerializeIndex(SmallIndex()));
+    text.replace(text.find(" \"files\""), 0, " \"run\": " + run + ",\n");
+    auto parsed = ParseIndex(SealIndex(text), "i");
+    return parsed.ok() ? std::string("OK") : std::string(parsed.status().message());
+  };
+  EXPECT_EQ(with_run(R"(["seed=1"])"), "OK");
+  EXPECT_THAT(with_run(R"("seed=1")"), HasSubstr("run is not an array"));
+  EXPECT_THAT(with_run(R"(["seed"])"), HasSubstr("run member 'seed' is not \"name=value\""));
+  EXPECT_THAT(with_run(R"(["seed=1", "seed=2"])"), HasSubstr("run names 'seed' twice"));
+  EXPECT_THAT(with_run(R"(["s d=1"])"), HasSubstr("is not 1..64 bytes of [A-Za-z0-9_.-]"));
+  EXPECT_THAT(with_run(R"(["=1"])"), HasSubstr("is not 1..64 bytes"));
+  EXPECT_THAT(with_run(R"(["seed=\n"])"), HasSubstr("value of \"seed\" is not printable ASCII"));
+  EXPECT_THAT(with_run(R"([1])"), HasSubstr("an element of run"));
+  std::string many = "[";
+  for (int i = 0; i < 65; ++i) many += (i ? ",\"k" : "\"k") + std::to_string(i) + "=v\"";
+  EXPECT_THAT(with_run(many + "]"), ::testing::Not(HasSubstr("OK")));
+  CheckpointIndex bad = SmallIndex();
+  bad.run = {{"bad name", "x"}};
+  EXPECT_THAT(std::string(ValidateIndex(bad, "new index").message()), HasSubstr("run record name \"bad name\""));
+}
+
+TEST(RunRecordTest, DifferencesNameEachMember) {
+  EXPECT_EQ(DescribeRunDifference({{"seed", "1"}, {"structure", "ab"}}, {{"seed", "1"}, {"structure", "ab"}}), "");
+  EXPECT_EQ(DescribeRunDifference({{"seed", "1"}, {"lr", "0.1"}}, {{"seed", "99"}, {"batch", "8"}}),
+            "batch (none) there, 8 here; lr 0.1 there, (none) here; seed 1 there, 99 here");
+}
+
 TEST(IndexTest, MalformedJsonIsAnErrorNotACrash) {
   std::string text = UnsealIndex(SerializeIndex(SmallIndex()));  // edited below, resealed
   EXPECT_FALSE(ParseIndex(text.substr(0, text.size() / 2), "i").ok());

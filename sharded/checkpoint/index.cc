@@ -98,6 +98,13 @@ std::string SerializeIndex(const CheckpointIndex& index) {
   absl::StrAppend(&out, " \"generation\": ", Ordered(index.generation).dump(), ",\n");
   absl::StrAppend(&out, " \"checksum\": ",
                   Ordered({{"algorithm", "crc32c"}, {"block_bytes", index.block_bytes}}).dump(), ",\n");
+  if (!index.run.empty()) {
+    out += " \"run\": [";
+    for (auto it = index.run.begin(); it != index.run.end(); ++it) {
+      absl::StrAppend(&out, it == index.run.begin() ? "" : ", ", Ordered(it->first + "=" + it->second).dump());
+    }
+    out += "],\n";
+  }
   out += " \"files\": [";
   for (size_t i = 0; i < index.files.size(); ++i) {
     const IndexFile& f = index.files[i];
@@ -145,6 +152,7 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
     return Bad(display_name, absl::StrCat("checksum block size ", index.block_bytes, " is outside [", kMinBlockBytes,
                                           ", ", kMaxBlockBytes, "]"));
   }
+  if (absl::Status s = ValidateRunRecord(index.run); !s.ok()) return Bad(display_name, std::string(s.message()));
   std::unordered_map<std::string, const IndexFile*> files;
   for (const IndexFile& f : index.files) {
     absl::Status s = ValidateFileName(f.name);

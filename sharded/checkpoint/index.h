@@ -1,5 +1,6 @@
 // The global index of a checkpoint (index.json, written by rank 0 last): the
-// format version, the world size at save, and for every key whether it is
+// format version, the world size at save, optionally what run produced it
+// (run_record.h), and for every key whether it is
 // dense or sharded, its global shape and dtype, and every shard with its box,
 // file, entry, absolute byte range and per-block CRC32C checksums.
 //
@@ -21,6 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "sharded/box.h"
+#include "sharded/checkpoint/run_record.h"
 #include "sharded/shard_metadata.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -70,6 +72,9 @@ struct CheckpointIndex {
   int64_t block_bytes = 0;
   std::vector<IndexFile> files;
   std::vector<IndexTensor> tensors;  // state dict order
+  // What produced the checkpoint ("run", optional: empty when the save did
+  // not say, as in indexes written before it existed).
+  RunRecord run;
   bool sealed = false;  // whether the text carried index_crc32c (DecodeIndex)
 
   // nullptr when absent. Valid after ParseIndex or Reindex.

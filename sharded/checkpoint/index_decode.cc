@@ -44,7 +44,7 @@ bool IsOneOf(const std::string& key, std::initializer_list<const char*> names) {
 // The members each object of an index may hold; the rest are skipped unread.
 bool KeepMember(const std::string& path, const std::string& key) {
   if (path.empty()) {
-    return IsOneOf(key, {"format", "version", "world_size", "generation", "checksum", "files", "tensors",
+    return IsOneOf(key, {"format", "version", "world_size", "generation", "run", "checksum", "files", "tensors",
                          kIndexChecksumField});
   }
   if (path == "/checksum") return IsOneOf(key, {"algorithm", "block_bytes"});
@@ -123,6 +123,26 @@ absl::Status DecodeTensor(const Json& t, size_t i, IndexTensor& tensor, const st
   // Shard objects were records; anything left is not a shard.
   if (!shards->empty()) return BadKey(index_name, tensor.key, "a shard is not an object");
   return absl::OkStatus();
+}
+
+// The optional "run" member: an array of "name=value" strings (arrays are
+// kept only up to kMaxDims long, so a hostile one costs nothing).
+absl::StatusOr<RunRecord> DecodeRun(const Json* run) {
+  RunRecord record;
+  if (run == nullptr) return record;
+  if (!run->is_array()) return absl::InvalidArgumentError("run is not an array of \"name=value\" strings");
+  for (const Json& member : *run) {
+    SL_ASSIGN_OR_RETURN(const std::string text, AsString(&member, "an element of run"));
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("run member ", Quote(text), " is not \"name=value\""));
+    }
+    if (!record.emplace(text.substr(0, eq), text.substr(eq + 1)).second) {
+      return absl::InvalidArgumentError(absl::StrCat("run names ", Quote(text.substr(0, eq)), " twice"));
+    }
+  }
+  SL_RETURN_IF_ERROR(ValidateRunRecord(record));
+  return record;
 }
 
 }  // namespace
@@ -237,6 +257,9 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
   auto generation = AsString(Field(doc, "generation"), "generation");
   if (!generation.ok()) return Bad(display_name, std::string(generation.status().message()));
   index.generation = *generation;
+  auto run = DecodeRun(Field(doc, "run"));
+  if (!run.ok()) return Bad(display_name, std::string(run.status().message()));
+  index.run = *std::move(run);
   const Json* checksum = Field(doc, "checksum");
   auto algorithm = AsString(checksum ? Field(*checksum, "algorithm") : nullptr, "checksum.algorithm");
   if (!algorithm.ok() || *algorithm != "crc32c") return Bad(display_name, "checksum.algorithm is not \"crc32c\"");

@@ -225,8 +225,8 @@ absl::StatusOr<int> RemoveStaleFiles(Storage& storage, const std::string& dir, c
 // back and need its files.
 absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const std::vector<std::string>& payloads,
                          const std::string& dir, const std::string& generation, const SaveOptions& options) {
-  SL_ASSIGN_OR_RETURN(const CheckpointIndex index,
-                      BuildIndex(state_dict, payloads, generation, options.checksum_block_bytes));
+  SL_ASSIGN_OR_RETURN(CheckpointIndex index, BuildIndex(state_dict, payloads, generation, options.checksum_block_bytes));
+  index.run = options.run;
   SL_RETURN_IF_ERROR(ValidateIndex(index, "new index"));  // never commit what a load would refuse
   const std::string text = SerializeIndex(index);
   const std::string temp = JoinPath(dir, TempIndexFileName(generation));

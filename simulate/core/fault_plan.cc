@@ -3,6 +3,7 @@
 #include <map>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -31,10 +32,16 @@ std::string FaultPlan::ToString() const {
 
 absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text) {
   auto bad = [&](absl::string_view why) {
-    return absl::InvalidArgumentError(absl::StrCat("malformed fault plan \"", text, "\": ", why,
+    return absl::InvalidArgumentError(absl::StrCat("malformed fault plan \"", absl::CHexEscape(text), "\": ", why,
                                                    " (want KIND:rank=R,step=K[,ms=M] with KIND one of crash, "
                                                    "save-crash, delay, timeout)"));
   };
+  // Printable ASCII only: SimpleAtoi would otherwise take "step=2\n" or
+  // "step= 2" as 2, and a pasted plan with a stray space must not run.
+  for (size_t i = 0; i < text.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c <= ' ' || c >= 0x7f) return bad(absl::StrCat("byte ", i, " is a space, a control character or not ASCII"));
+  }
   std::vector<absl::string_view> head = absl::StrSplit(text, absl::MaxSplits(':', 1));
   if (head.size() != 2) return bad("missing ':'");
   auto kind = Kinds().find(std::string(head[0]));

@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <utility>
+
 namespace shardlight::simulate {
 namespace {
 
@@ -32,6 +35,25 @@ TEST(FaultPlanTest, MalformedPlansAreQuoted) {
     ASSERT_FALSE(plan.ok()) << "accepted \"" << text << "\"";
     EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(plan.status().message()), HasSubstr(std::string("\"") + text + "\"")) << text;
+  }
+}
+
+// Issue 15, defect 10: SimpleAtoi skips surrounding whitespace, so these
+// once parsed; a plan must be exactly what the user meant.
+TEST(FaultPlanTest, SpacesNewlinesAndOtherBytesAreRefusedEscaped) {
+  const std::pair<std::string, std::string> cases[] = {
+      {"crash:rank=1,step=2\n", "\"crash:rank=1,step=2\\n\": byte 19 is a space"},
+      {"crash:rank=1,step= 2", "byte 18 is a space"},
+      {" crash:rank=1,step=2", "byte 0 is a space"},
+      {"crash:rank=1, step=2", "byte 13 is a space"},
+      {"crash:rank=1,step=2\t", "byte 19 is a space, a control character"},
+      {"crash:rank=1,step=\xc2\xb2", "\"crash:rank=1,step=\\xc2\\xb2\": byte 18"},
+  };
+  for (const auto& [text, want] : cases) {
+    auto plan = ParseFaultPlan(text);
+    ASSERT_FALSE(plan.ok()) << "accepted \"" << text << "\"";
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(plan.status().message()), HasSubstr(want));
   }
 }
 

@@ -7,6 +7,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/reflection.h"
 #include "absl/strings/match.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardlight::tools::flags {
@@ -54,6 +55,15 @@ std::vector<char*> ParseFlagsOrExit(int argc, char** argv) {
     }
   }
   return absl::ParseCommandLine(argc, argv);
+}
+
+void ParseOnlyFlagsOrExit(int argc, char** argv) {
+  const std::vector<char*> positional = ParseFlagsOrExit(argc, argv);
+  if (positional.size() > 1) {
+    std::cerr << argv[0] << ": unexpected argument '" << absl::CHexEscape(positional[1])
+              << "': this program takes --flags only (see --help)\n";
+    std::exit(2);
+  }
 }
 
 }  // namespace shardlight::tools::flags

@@ -15,6 +15,10 @@ namespace shardlight::tools::flags {
 // Returns the positional arguments (argv[0] first), as absl::ParseCommandLine.
 std::vector<char*> ParseFlagsOrExit(int argc, char** argv);
 
+// For binaries that take flags only: as ParseFlagsOrExit, and a positional
+// word (a stray "steps=3", a flag missing its dashes) exits 2 naming it.
+void ParseOnlyFlagsOrExit(int argc, char** argv);
+
 // Exposed for tests: the error for one argument, or "" when it is acceptable.
 std::string CheckFlagArgument(const std::string& arg);
 

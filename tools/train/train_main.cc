@@ -30,6 +30,7 @@
 #include "lightning/cluster/environment.h"
 #include "sharded/mesh/device_mesh.h"
 #include "simulate/core/fault_plan.h"
+#include "tools/flags/directory_flag.h"
 #include "tools/flags/strict_flags.h"
 #include "simulate/mesh_run.h"
 #include "simulate/training_run.h"
@@ -45,6 +46,8 @@ ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
 ABSL_FLAG(int, rendezvous_timeout_ms, 300000, "how long to wait for the store and every rank, > 0");
 ABSL_FLAG(int, log_every, 0, "rank 0 prints step, loss and steps/s every N steps (0: off)");
 ABSL_FLAG(int, min_step_ms, 0, "make each step last at least this long (to watch or interrupt a run)");
+ABSL_FLAG(bool, allow_different_run, false,
+          "resume the checkpoint in --checkpoint_dir even when another run (seed, model, options) wrote it");
 ABSL_FLAG(std::string, fault, "", "inject a fault plan (as //simulate:cluster --fault), e.g. timeout:rank=1,step=3");
 ABSL_FLAG(std::string, launcher, "auto", "cluster environment: auto, torchrun, mpi, slurm or single");
 ABSL_FLAG(int, rank, -1, "override the environment's rank");
@@ -115,6 +118,7 @@ int Main() {
   run.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   run.keep_last = absl::GetFlag(FLAGS_keep_last);
   run.log_every = absl::GetFlag(FLAGS_log_every);
+  run.allow_different_run = absl::GetFlag(FLAGS_allow_different_run);
   run.min_step_time = std::chrono::milliseconds(absl::GetFlag(FLAGS_min_step_ms));
   run.collective_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   if (run.checkpoint_every < 0) return BadUsage("--checkpoint_every must be >= 0");
@@ -176,6 +180,12 @@ int Main() {
   dist.device = absl::GetFlag(FLAGS_device);
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname != nullptr) dist.gloo_interface = ifname;
 
+  // Last of the flag checks: it creates the directory.
+  if (!run.checkpoint_dir.empty()) {
+    const std::string error = flags::PrepareWritableDirectory("checkpoint_dir", run.checkpoint_dir);
+    if (!error.empty()) return BadUsage(error);
+  }
+
   const int rank = placement->rank;
   std::cout << "train: " << lightning::cluster::Describe(*placement) << "\n" << std::flush;
   auto ctx = lightning::cluster::InitDistributed(*placement, dist);
@@ -202,6 +212,12 @@ int Main() {
   if (auto left = (*ctx)->Leave(); !left.ok()) {
     std::cerr << "train: rank " << rank << ": " << left << "\n";
     return 1;
+  }
+  if (rank == 0 && s.start_step >= steps) {
+    std::cout << "train: nothing to do: the checkpoint in " << run.checkpoint_dir << " is at step " << s.start_step
+              << " and --steps=" << steps << " (raise --steps to train further)\n"
+              << std::flush;
+    return 0;
   }
   if (rank == 0) {
     std::cout << "train: job of " << placement->world_size << " processes (" << placement->launcher << ", "
@@ -254,11 +270,7 @@ int main(int argc, char** argv) {
       "Runs one rank of the main job's training under torchrun, srun or mpirun.\n"
       "  torchrun --standalone --nproc_per_node=4 --no_python bazel-bin/tools/train/train --steps=10 "
       "--checkpoint_dir=DIR");
-  auto positional = shardlight::tools::flags::ParseFlagsOrExit(argc, argv);
-  if (positional.size() > 1) {
-    std::cerr << "train: unexpected argument '" << positional[1] << "'\n";
-    return 2;
-  }
+  shardlight::tools::flags::ParseOnlyFlagsOrExit(argc, argv);
   // Gloo writes to peers that may have died; that must fail the write, not
   // kill this process.
   signal(SIGPIPE, SIG_IGN);

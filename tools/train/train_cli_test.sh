@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# tools/train's flag handling: each bad flag exits 2 with a message naming it,
+# before any process group or training starts (so each case is fast).
+set -u
+bin="$1"
+fail() { echo "FAIL: $*" >&2; exit 1; }
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+
+expect_exit() {
+  local want="$1" needle="$2"; shift 2
+  local got out
+  out=$(timeout 60 "$bin" --launcher=single "$@" 2>&1); got=$?
+  [ "$got" -eq "$want" ] || fail "$* exited $got, want $want: $out"
+  grep -qF -- "$needle" <<<"$out" || fail "$*: message lacks '$needle': $out"
+  grep -q "^train: single" <<<"$out" && fail "$*: started the job before refusing: $out"
+  return 0
+}
+expect_exit 2 "unexpected argument 'steps=3'" steps=3
+expect_exit 2 "--fault step 9 is after --steps=4" --steps=4 --fault=crash:rank=0,step=9
+expect_exit 2 "byte 19 is a space" --steps=4 "--fault=crash:rank=0,step=2
+"
+
+touch "$tmp/a_file"
+expect_exit 2 "--checkpoint_dir='$tmp/a_file' is a file, not a directory" --checkpoint_dir="$tmp/a_file"
+expect_exit 2 "--checkpoint_dir='/sys/kernel' is not writable" --checkpoint_dir=/sys/kernel
+
+# Issue 15, defect 8: a rerun of a finished run has nothing to do; another
+# run's checkpoint is refused unless asked for (one process, a free port).
+port=$((20000 + RANDOM % 20000))
+run() { timeout 120 "$bin" --launcher=single --master_port="$port" --checkpoint_dir="$tmp/ck8" "$@" 2>&1; }
+out=$(run --steps=2 --seed=1) || fail "first run exited $?: $out"
+grep -q "^train: job of 1 processes (single, gloo) trained steps 0->2" <<<"$out" || fail "first run: $out"
+out=$(run --steps=2 --seed=1) || fail "rerun exited $?: $out"
+grep -qF "train: nothing to do: the checkpoint in $tmp/ck8 is at step 2 and --steps=2" <<<"$out" || fail "rerun: $out"
+grep -q "final loss" <<<"$out" && fail "rerun printed an empty job line: $out"
+out=$(run --steps=3 --seed=99); got=$?
+[ "$got" -eq 1 ] || fail "other seed exited $got, want 1: $out"
+grep -qF "is from a different run: seed 1 there, 99 here" <<<"$out" || fail "other seed: $out"
+out=$(run --steps=3 --seed=99 --allow_different_run) || fail "allowed other seed exited $?: $out"
+grep -q "trained steps 2->3" <<<"$out" || fail "allowed other seed: $out"
+echo PASS
