@@ -20,6 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lightning/cluster/environment.h"
+#include "sharded/process_groups.h"
 #include "sharded/rank_monitor.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -49,6 +50,9 @@ class DistributedContext {
   const ProcessPlacement& placement() const { return placement_; }
   const c10::intrusive_ptr<c10d::ProcessGroup>& pg() const { return pg_; }
   const std::string& backend() const { return backend_; }
+  // Further Gloo groups over the same processes, from the job's store under
+  // their own prefix (an AsyncCheckpointer's, for one).
+  const std::shared_ptr<const sharded::GroupFactory>& groups() const { return groups_; }
   // Every rank announces that it is done; rank 0, when it serves the store,
   // waits for the others (up to `max_wait`, default the collective timeout)
   // before the store goes away -- also after a failure, so that its peers can
@@ -64,6 +68,7 @@ class DistributedContext {
   std::string backend_;
   c10::intrusive_ptr<c10d::Store> store_;  // the group's namespace in the job's store
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  std::shared_ptr<const sharded::GroupFactory> groups_;
   std::unique_ptr<sharded::RankMonitor::Attachment> monitor_;
   bool left_ = false;
 };
