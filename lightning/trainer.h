@@ -47,7 +47,9 @@
 #include "absl/status/statusor.h"
 #include "lightning/callback.h"
 #include "lightning/lightning_module.h"
+#include "sharded/checkpoint/async_checkpointer.h"
 #include "sharded/checkpoint/checkpoint.h"
+#include "sharded/process_groups.h"
 
 namespace shardlight::lightning {
 
@@ -72,6 +74,19 @@ struct TrainerOptions {
   std::chrono::milliseconds probe_timeout{std::chrono::seconds(30)};
   // Also where resume reads: save_options.storage (null: POSIX).
   sharded::checkpoint::SaveOptions save_options;
+  // Asynchronous checkpoints (sharded/checkpoint/async_checkpointer.h): a
+  // save takes a snapshot of the state into at most async_staging_bytes of
+  // host memory per rank and training goes on while the checkpoint is
+  // written, on a process group of its own made from `groups`
+  // (RankContext::groups, DistributedContext::groups(); required). Same
+  // files, roots and retention as a synchronous save. Fit waits for the last
+  // save before it returns; a background save that failed fails Fit on
+  // every rank, with the failing rank's error, at the next save or at the
+  // end. Callbacks: OnSaveStarted after each snapshot, OnSaveCheckpoint once
+  // the save is known committed (at the next save, or at the end of Fit).
+  bool async_checkpoint = false;
+  int64_t async_staging_bytes = int64_t{256} << 20;
+  std::shared_ptr<const sharded::GroupFactory> groups;
 };
 
 struct FitResult {
@@ -93,6 +108,9 @@ class Trainer {
   // to older ones; returns the step directory loaded (collective).
   absl::StatusOr<std::string> ResumeFromRoot(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
                                            c10d::ProcessGroup& pg);
+  // The checkpointer of async_checkpoint, on its own group (collective).
+  absl::StatusOr<std::unique_ptr<sharded::checkpoint::AsyncCheckpointer>> StartAsyncCheckpointer(
+      c10d::ProcessGroup& pg);
   // Loads the committed checkpoint in `dir` (collective).
   absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg,
                       const std::string& dir);

@@ -38,6 +38,10 @@ ABSL_FLAG(int, checkpoint_every, 0, "steps between checkpoints (0: only at the e
 ABSL_FLAG(int, keep_last, 0,
           "0: --checkpoint_dir holds one checkpoint, replaced by each save; N > 0: it is a checkpoint root of "
           "step-<N>/ checkpoints and a 'latest' pointer, keeping the newest N (a resume falls back past a damaged one)");
+ABSL_FLAG(bool, async_checkpoint, false,
+          "write checkpoints in the background while training goes on (a snapshot into --staging_mib of host "
+          "memory per process, then the usual files and commit on a process group of their own)");
+ABSL_FLAG(int, staging_mib, 256, "--async_checkpoint: host memory for a checkpoint's snapshot per process, MiB >= 1");
 ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
 ABSL_FLAG(int, rendezvous_timeout_ms, 300000, "how long to wait for the store and every rank, > 0");
 ABSL_FLAG(int, log_every, 0, "rank 0 prints step, loss and steps/s every N steps (0: off)");
@@ -71,6 +75,10 @@ int Main() {
   run.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   run.keep_last = absl::GetFlag(FLAGS_keep_last);
   run.log_every = absl::GetFlag(FLAGS_log_every);
+  run.async_checkpoint = absl::GetFlag(FLAGS_async_checkpoint);
+  run.async_staging_bytes = int64_t{absl::GetFlag(FLAGS_staging_mib)} << 20;
+  if (absl::GetFlag(FLAGS_staging_mib) < 1) return BadUsage("--staging_mib must be >= 1");
+  if (run.async_checkpoint && run.checkpoint_dir.empty()) return BadUsage("--async_checkpoint needs --checkpoint_dir");
   run.min_step_time = std::chrono::milliseconds(absl::GetFlag(FLAGS_min_step_ms));
   run.collective_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   if (run.checkpoint_every < 0) return BadUsage("--checkpoint_every must be >= 0");
@@ -117,6 +125,7 @@ int Main() {
     std::cerr << "train: rank " << rank << ": " << ctx.status() << "\n";
     return 1;
   }
+  run.groups = (*ctx)->groups();
   auto result = simulate::TrainRank(run, (*ctx)->pg());
   if (!result.ok()) {
     std::cerr << "train: rank " << rank << ": " << result.status() << "\n" << std::flush;
