@@ -2,19 +2,16 @@
 # kill -9 of a worker while its background checkpoint is in flight
 # (--async_checkpoint into a root; the save of step 4 is held open by a
 # save-delay fault on rank 1, so the kill lands mid-save for sure). The peers
-# exit on their own, 'latest' still names step 2 and it verifies, and a new
-# job (also asynchronous) resumes from step 2 and ends with an uninterrupted
-# run's state.
+# exit, 'latest' still names step 2 and it verifies, and a new job (also
+# asynchronous) resumes from step 2 and commits its own last step. (Resumed
+# runs ending bit-identical to uninterrupted ones: torchrun_kill_test and
+# //tests:trainer_async_checkpoint_test.)
 source "$(dirname "$0")/common.sh" "$@"
 
 out=$("$train_bin" --steps=2 --async_checkpoint 2>&1)
 [ $? -eq 2 ] && grep -q -- "--async_checkpoint needs --checkpoint_dir" <<<"$out" || fail "--async_checkpoint alone: $out"
 
 steps=8
-out=$(torchrun_job 4 "$train_bin" --steps=$steps --seed=11 2>&1) || fail "uninterrupted job exited $?: $out"
-want=$(digest_of "$out")
-[ -n "$want" ] || fail "no digest: $out"
-note "uninterrupted 4-process run: digest $want"
 
 ckpt="$work/async_root"
 torchrun_job 4 --max_restarts=0 "$train_bin" --steps=$steps --seed=11 --checkpoint_dir="$ckpt" --checkpoint_every=2 \
@@ -43,7 +40,7 @@ latest=$(cat "$ckpt/latest")
 out=$(torchrun_job 4 "$train_bin" --steps=$steps --seed=11 --checkpoint_dir="$ckpt" --keep_last=2 --async_checkpoint 2>&1) ||
   fail "the resumed job exited $?: $out"
 grep -q "^train: resumed from step 2," <<<"$out" || fail "did not resume from step 2: $out"
-got=$(digest_of "$out")
-[ "$got" = "$want" ] || fail "after the kill and a resume from step 2 the state is '$got', want '$want'"
-note "resumed from step 2; digest matches the uninterrupted run"
+[ "$(cat "$ckpt/latest")" = "step-000008" ] || fail "the resumed job's last save is not 'latest': $out"
+"$ckpt_bin" verify "$ckpt/step-000008" >/dev/null || fail "the resumed job's checkpoint does not verify"
+note "resumed from step 2 and saved step 8 in the background"
 echo "PASS"
