@@ -2,8 +2,11 @@
 // stops training on that rank with that error (fault plans use this).
 //
 // Hooks, in order: on_train_start (after setup and any resume), on_step_end
-// (after each optimizer step), on_save_checkpoint (after a checkpoint is
-// committed), on_load_checkpoint (after a resume loaded one).
+// (after each optimizer step), on_save_started (an asynchronous save's
+// snapshot is taken; training goes on while it is written), on_save_checkpoint
+// (after a checkpoint is committed; for an asynchronous save, when the
+// Trainer learns it: at the next save or at the end of Fit),
+// on_load_checkpoint (after a resume loaded one).
 #ifndef SHARDLIGHT_LIGHTNING_CALLBACK_H_
 #define SHARDLIGHT_LIGHTNING_CALLBACK_H_
 
@@ -29,6 +32,9 @@ class Callback {
   virtual absl::Status OnTrainStart(const TrainState&) { return absl::OkStatus(); }
   // `step` counts completed steps (1 after the first); `loss` is the global loss.
   virtual absl::Status OnStepEnd(const TrainState&, int64_t step, double loss) { return absl::OkStatus(); }
+  virtual absl::Status OnSaveStarted(const TrainState&, int64_t step, const std::string& dir) {
+    return absl::OkStatus();
+  }
   virtual absl::Status OnSaveCheckpoint(const TrainState&, int64_t step, const std::string& dir) {
     return absl::OkStatus();
   }

@@ -11,6 +11,7 @@
 #include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/agreement.h"
+#include "sharded/checkpoint/async_checkpointer.h"
 #include "sharded/checkpoint/checkpoint_reader.h"
 #include "sharded/checkpoint/checkpoint_root.h"
 #include "sharded/collectives.h"
@@ -244,9 +245,32 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   SL_RETURN_IF_ERROR(
       CallbacksAgree(callbacks_, *pg, "OnTrainStart", [&](Callback& c) { return c.OnTrainStart(state); }));
 
+  // Asynchronous checkpoints: the save in flight, reported once it ended.
+  std::unique_ptr<ckpt::AsyncCheckpointer> checkpointer;
+  std::shared_ptr<ckpt::AsyncSaveHandle> in_flight;
+  if (checkpoints && options_.async_checkpoint) {
+    SL_ASSIGN_OR_RETURN(checkpointer, StartAsyncCheckpointer(*pg));
+  }
+  auto committed = [&]() -> absl::Status {
+    if (in_flight == nullptr) return absl::OkStatus();
+    const std::shared_ptr<ckpt::AsyncSaveHandle> ended = std::move(in_flight);
+    SL_RETURN_IF_ERROR(ended->Wait());
+    ++result.checkpoints_saved;
+    return CallbacksAgree(callbacks_, *pg, "OnSaveCheckpoint", [&](Callback& c) {
+      return c.OnSaveCheckpoint(state, ended->step(), ended->dir());
+    });
+  };
+
   auto save = [&](int64_t done) -> absl::Status {
     // metrics: rebuilt so metric states are synced and grown (cat) states saved at their current size.
     SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step));
+    if (checkpointer != nullptr) {
+      SL_RETURN_IF_ERROR(committed());
+      SL_ASSIGN_OR_RETURN(in_flight, checkpointer->Save(checkpoint_state, done));
+      return CallbacksAgree(callbacks_, *pg, "OnSaveStarted", [&](Callback& c) {
+        return c.OnSaveStarted(state, done, in_flight->dir());
+      });
+    }
     std::string saved_in = options_.checkpoint_dir;
     if (options_.keep_last > 0) {
       const ckpt::RootSaveOptions root_options{options_.keep_last, save_options};
@@ -287,8 +311,24 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     }
   }
   if (checkpoints && state.start_step < state.max_steps) SL_RETURN_IF_ERROR(save(state.max_steps));
+  SL_RETURN_IF_ERROR(committed());  // Fit returns once the last save is committed
   result.end_step = std::max(state.start_step, state.max_steps);
   return result;
+}
+
+absl::StatusOr<std::unique_ptr<ckpt::AsyncCheckpointer>> Trainer::StartAsyncCheckpointer(c10d::ProcessGroup& pg) {
+  const absl::Status have_groups =
+      options_.groups != nullptr
+          ? absl::OkStatus()
+          : absl::InvalidArgumentError("async_checkpoint needs TrainerOptions::groups (RankContext::groups or "
+                                       "DistributedContext::groups()) to make the checkpointer's own process group");
+  SL_RETURN_IF_ERROR(sharded::Agree(pg, have_groups, "async checkpoint setup"));
+  SL_ASSIGN_OR_RETURN(auto group, options_.groups->Make("async_checkpoint"));
+  ckpt::AsyncCheckpointOptions options;
+  options.staging_budget_bytes = options_.async_staging_bytes;
+  options.keep_last = options_.keep_last;
+  options.save = options_.save_options;
+  return ckpt::AsyncCheckpointer::Create(options_.checkpoint_dir, std::move(group), std::move(options));
 }
 
 absl::StatusOr<std::string> Trainer::ResumeFromRoot(LightningModule& module, Optimizer& optimizer,

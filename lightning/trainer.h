@@ -74,7 +74,9 @@
 #include "lightning/callback.h"
 #include "lightning/lightning_module.h"
 #include "lightning/run_fingerprint.h"
+#include "sharded/checkpoint/async_checkpointer.h"
 #include "sharded/checkpoint/checkpoint.h"
+#include "sharded/process_groups.h"
 
 namespace shardlight::lightning {
 
@@ -103,6 +105,19 @@ struct TrainerOptions {
   // is (learning rate, batch size, data): see "Which run" above.
   std::map<std::string, std::string> run_options;
   bool allow_different_run = false;  // resume a checkpoint of another run anyway
+  // Asynchronous checkpoints (sharded/checkpoint/async_checkpointer.h): a
+  // save takes a snapshot of the state into at most async_staging_bytes of
+  // host memory per rank and training goes on while the checkpoint is
+  // written, on a process group of its own made from `groups`
+  // (RankContext::groups, DistributedContext::groups(); required). Same
+  // files, roots and retention as a synchronous save. Fit waits for the last
+  // save before it returns; a background save that failed fails Fit on
+  // every rank, with the failing rank's error, at the next save or at the
+  // end. Callbacks: OnSaveStarted after each snapshot, OnSaveCheckpoint once
+  // the save is known committed (at the next save, or at the end of Fit).
+  bool async_checkpoint = false;
+  int64_t async_staging_bytes = int64_t{256} << 20;
+  std::shared_ptr<const sharded::GroupFactory> groups;
 };
 
 struct FitResult {
@@ -124,6 +139,9 @@ class Trainer {
   // to older ones; returns the step directory loaded (collective).
   absl::StatusOr<std::string> ResumeFromRoot(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
                                            c10d::ProcessGroup& pg);
+  // The checkpointer of async_checkpoint, on its own group (collective).
+  absl::StatusOr<std::unique_ptr<sharded::checkpoint::AsyncCheckpointer>> StartAsyncCheckpointer(
+      c10d::ProcessGroup& pg);
   // Loads the committed checkpoint in `dir` (collective).
   absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg,
                       const std::string& dir);

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sharded/no_throw.h"
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #ifdef USE_C10D_NCCL
@@ -67,6 +68,16 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGlooGroup(const c10::
   if (pg.ok()) return pg;
   return absl::UnavailableError(absl::StrCat("rank ", rank, " of ", size, " could not connect its Gloo group: ",
                                              pg.status().message()));
+}
+
+absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> GroupFactory::Make(const std::string& name) const {
+  if (name.empty()) return absl::InvalidArgumentError("a process group from the factory needs a name");
+  auto store = c10::make_intrusive<c10d::PrefixStore>(absl::StrCat("groups/", made_++, "-", name, "/"), store_);
+  auto pg = MakeGlooGroup(store, rank_, size_, options_);
+  if (!pg.ok()) {
+    return absl::Status(pg.status().code(), absl::StrCat("process group '", name, "': ", pg.status().message()));
+  }
+  return pg;
 }
 
 bool HasNccl() {

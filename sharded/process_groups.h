@@ -7,9 +7,11 @@
 #ifndef SHARDLIGHT_SHARDED_PROCESS_GROUPS_H_
 #define SHARDLIGHT_SHARDED_PROCESS_GROUPS_H_
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -34,6 +36,33 @@ struct GlooGroupOptions {
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGlooGroup(const c10::intrusive_ptr<c10d::Store>& store,
                                                                       int rank, int size,
                                                                       const GlooGroupOptions& options);
+
+// Further groups over the same ranks as a job's main group, each from the
+// job's store under its own prefix ("groups/<n>-<name>/"): what a part that must
+// never share the trainer's group (a background checkpoint writer) builds its
+// own from. SimulatedCluster (RankContext::groups) and DistributedContext
+// (groups()) each hand one out per rank, made with their main group's Gloo
+// options, so the same code runs on thread-ranks and on processes. Gloo only:
+// the extra groups move host bytes, whatever the main group's backend.
+class GroupFactory {
+ public:
+  GroupFactory(c10::intrusive_ptr<c10d::Store> store, int rank, int size, GlooGroupOptions options)
+      : store_(std::move(store)), rank_(rank), size_(size), options_(std::move(options)) {}
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // Collective over every rank of the job: every rank makes its groups in
+  // the same order (the n-th Make of each rank meets the others' n-th under
+  // "groups/<n>-<name>/", so a name may be used again, e.g. by each Fit).
+  // InvalidArgument for an empty name, else MakeGlooGroup's errors.
+  absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> Make(const std::string& name) const;
+
+ private:
+  mutable std::atomic<int64_t> made_{0};
+  c10::intrusive_ptr<c10d::Store> store_;
+  int rank_;
+  int size_;
+  GlooGroupOptions options_;
+};
 
 // A Gloo device bound to an interface by name ("eth0") or to an address.
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceForInterface(const std::string& interface);

@@ -1,10 +1,12 @@
 #include "simulate/fault_injector.h"
 
+#include <optional>
 #include <string>
 #include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/checkpoint_root.h"
 #include "sharded/checkpoint/fault_injecting_storage.h"
 
 namespace shardlight::simulate {
@@ -30,6 +32,7 @@ absl::Status FaultInjector::OnStepEnd(const lightning::TrainState& state, int64_
                                              ": held past the ", collective_timeout_.count(),
                                              " ms collective timeout"));
     case FaultKind::kSaveCrash:
+    case FaultKind::kSaveDelay:
       return absl::OkStatus();
   }
   return absl::OkStatus();
@@ -41,8 +44,17 @@ std::shared_ptr<sharded::checkpoint::Storage> FaultInjector::SaveStorage() {
       sharded::checkpoint::PosixStorage(), [this](StorageOp op, const std::string& path) {
         const bool data_file_sync = op == StorageOp::kSync && absl::StrContains(path, "/.tmp-") &&
                                     absl::EndsWith(path, ".safetensors");
-        if (plan_.kind != FaultKind::kSaveCrash || rank_ != plan_.rank || last_step_ != plan_.step ||
-            !data_file_sync) {
+        // The save of step K: a root's step directory names its step (a
+        // background save may end while training is steps further); a plain
+        // checkpoint's save is the one after step K ended.
+        const bool save_fault = plan_.kind == FaultKind::kSaveCrash || plan_.kind == FaultKind::kSaveDelay;
+        if (!save_fault || rank_ != plan_.rank || !data_file_sync) return absl::OkStatus();
+        const std::string dir = path.substr(0, path.rfind('/'));
+        const std::optional<int64_t> root_step =
+            sharded::checkpoint::ParseStepDirName(absl::string_view(dir).substr(dir.rfind('/') + 1));
+        if (root_step.value_or(last_step_) != plan_.step || fired_.exchange(true)) return absl::OkStatus();
+        if (plan_.kind == FaultKind::kSaveDelay) {
+          std::this_thread::sleep_for(plan_.delay);
           return absl::OkStatus();
         }
         return absl::AbortedError(absl::StrCat("injected crash of rank ", plan_.rank, " during the save of step ",

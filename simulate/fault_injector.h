@@ -1,7 +1,9 @@
 // FaultInjector carries one fault plan (simulate/core/fault_plan.h) out
 // inside a Trainer run: a callback that crashes, delays or stalls the plan's
-// rank after the plan's step, plus, for save-crash, a checkpoint storage that
-// fails that rank's data-file fsync in the save after that step.
+// rank after the plan's step, plus, for save-crash (save-delay), a checkpoint
+// storage that fails (delays) that rank's data-file fsync in the save of that
+// step. A background save (async_checkpoint) may end steps later: aim at it
+// with a checkpoint root (keep_last > 0), whose step directories name the step.
 #ifndef SHARDLIGHT_SIMULATE_FAULT_INJECTOR_H_
 #define SHARDLIGHT_SIMULATE_FAULT_INJECTOR_H_
 
@@ -23,7 +25,9 @@ class FaultInjector : public lightning::Callback {
 
   absl::Status OnStepEnd(const lightning::TrainState& state, int64_t step, double loss) override;
   // For TrainerOptions::save_options.storage: POSIX, except that in the save
-  // after step K (the plan's, kSaveCrash) rank R's data file fails to fsync.
+  // of step K (the plan's: in step-<K>/ of a root, else the save after step
+  // K) rank R's data file fails to fsync (kSaveCrash) or fsyncs M ms late
+  // (kSaveDelay), once.
   // Must not outlive this injector.
   std::shared_ptr<sharded::checkpoint::Storage> SaveStorage();
 
@@ -33,6 +37,7 @@ class FaultInjector : public lightning::Callback {
   // This rank and its last completed step: a save follows a step's end.
   std::atomic<int> rank_{-1};
   std::atomic<int64_t> last_step_{-1};
+  std::atomic<bool> fired_{false};  // the save fault happens once
 };
 
 }  // namespace shardlight::simulate

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 
@@ -42,6 +43,37 @@ TEST(FaultInjectorTest, InjectorFailsOnlyItsRankAndStep) {
   const absl::Status crashed = sync(".tmp-d-r00000.safetensors");
   EXPECT_EQ(crashed.code(), absl::StatusCode::kAborted);
   EXPECT_THAT(std::string(crashed.message()), HasSubstr("injected crash of rank 0 during the save of step 2"));
+}
+
+// A background save of a root's step K may fsync when training is steps
+// further: the step directory, not the last step, picks the save.
+TEST(FaultInjectorTest, SaveFaultsFindTheirStepInARoot) {
+  const std::string root = ::testing::TempDir() + "/fault_plan_root";
+  std::filesystem::remove_all(root);
+  lightning::TrainState rank1{1, 2, 0, 10};
+  for (const char* text : {"save-crash:rank=1,step=2", "save-delay:rank=1,step=2,ms=300"}) {
+    FaultInjector injector(*ParseFaultPlan(text), std::chrono::milliseconds(100));
+    auto storage = injector.SaveStorage();
+    auto sync = [&](const std::string& step_dir, const std::string& name) {
+      EXPECT_TRUE(storage->MakeDirectories(root + "/" + step_dir).ok());
+      auto file = sharded::checkpoint::File::CreateNew(*storage, root + "/" + step_dir + "/" + name);
+      EXPECT_TRUE(file.ok()) << file.status();
+      return file->Sync();
+    };
+    EXPECT_TRUE(injector.OnStepEnd(rank1, 2, 0.0).ok());
+    EXPECT_TRUE(injector.OnStepEnd(rank1, 3, 0.0).ok());
+    const std::string tag = std::string(text).substr(0, 10);
+    EXPECT_TRUE(sync("step-000003", ".tmp-" + tag + "a-r00001.safetensors").ok()) << "wrong step";
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status faulted = sync("step-000002", ".tmp-" + tag + "b-r00001.safetensors");
+    if (absl::string_view(text).substr(0, 10) == "save-crash") {
+      EXPECT_EQ(faulted.code(), absl::StatusCode::kAborted) << faulted;
+    } else {
+      EXPECT_TRUE(faulted.ok()) << faulted;
+      EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+    }
+    EXPECT_TRUE(sync("step-000002", ".tmp-" + tag + "c-r00001.safetensors").ok()) << "a save fault happens once";
+  }
 }
 
 }  // namespace

@@ -78,6 +78,9 @@ absl::StatusOr<RankResult> TrainRank(const TrainingRunOptions& options, c10::int
   trainer_options.checkpoint_dir = options.checkpoint_dir;
   trainer_options.checkpoint_every = options.checkpoint_every;
   trainer_options.keep_last = options.keep_last;
+  trainer_options.async_checkpoint = options.async_checkpoint;
+  trainer_options.async_staging_bytes = options.async_staging_bytes;
+  trainer_options.groups = options.groups;
   trainer_options.probe_timeout = options.collective_timeout;
   trainer_options.log_every = options.log_every;
   // With the seed and the model's structure, what makes two runs different.
@@ -125,7 +128,11 @@ absl::StatusOr<TrainingRunResult> RunTraining(const TrainingRunOptions& options)
   ClusterOptions cluster_options;
   cluster_options.collective_timeout = options.collective_timeout;
   SimulatedCluster cluster(options.world_size, cluster_options);
-  auto outcomes = cluster.Run([&](RankContext& ctx) { return TrainRank(options, ctx.pg); });
+  auto outcomes = cluster.Run([&](RankContext& ctx) {
+    TrainingRunOptions rank_options = options;
+    rank_options.groups = ctx.groups;
+    return TrainRank(rank_options, ctx.pg);
+  });
   if (!outcomes.ok()) return outcomes.status();
   TrainingRunResult result;
   for (auto& o : *outcomes) result.ranks.push_back(o.summary);

@@ -17,6 +17,7 @@
 
 #include "absl/status/statusor.h"
 #include "lightning/callback.h"
+#include "sharded/process_groups.h"
 #include "simulate/embedding_mlp.h"
 #include "simulate/core/fault_plan.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -44,6 +45,12 @@ struct TrainingRunOptions {
   std::string checkpoint_dir;  // empty: no checkpoints
   int64_t checkpoint_every = 0;
   int keep_last = 0;  // > 0: checkpoint_dir is a checkpoint root keeping this many steps (TrainerOptions)
+  // Background checkpoints (TrainerOptions::async_checkpoint). TrainRank
+  // needs `groups` for them (DistributedContext::groups()); RunTraining
+  // passes each rank's RankContext::groups.
+  bool async_checkpoint = false;
+  int64_t async_staging_bytes = int64_t{256} << 20;
+  std::shared_ptr<const sharded::GroupFactory> groups;
   std::chrono::milliseconds collective_timeout{std::chrono::seconds(30)};
   std::optional<FaultPlan> fault;
   // Resume a checkpoint another run wrote (TrainerOptions::allow_different_run).

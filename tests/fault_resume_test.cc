@@ -18,6 +18,7 @@ struct Case {
   const char* plan;
   const char* error;          // substring of the run's error, which names the faulty rank
   int64_t committed_step;     // the checkpoint left behind
+  bool async = false;         // background checkpoints into a root (keep_last = 2)
 };
 
 class FaultResumeTest : public ::testing::TestWithParam<Case> {};
@@ -33,6 +34,11 @@ TEST_P(FaultResumeTest, FailsBoundedKeepsCheckpointResumes) {
   run.checkpoint_every = 1;
   run.collective_timeout = std::chrono::milliseconds(1500);
   run.fault = *ParseFaultPlan(c.plan);
+  if (c.async) {
+    run.async_checkpoint = true;
+    run.async_staging_bytes = 64 << 10;
+    run.keep_last = 2;
+  }
   const auto start = std::chrono::steady_clock::now();
   auto faulted = RunTraining(run);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
@@ -51,11 +57,17 @@ INSTANTIATE_TEST_SUITE_P(
     Kinds, FaultResumeTest,
     ::testing::Values(Case{"crash:rank=2,step=3", "rank 2: injected crash of rank 2 after step 3", 2},
                       Case{"save-crash:rank=1,step=4", "failed on rank 1: injected crash of rank 1 during the save", 3},
-                      Case{"timeout:rank=0,step=2", "rank 0: injected stall of rank 0 after step 2", 1}),
+                      Case{"timeout:rank=0,step=2", "rank 0: injected stall of rank 0 after step 2", 1},
+                      // The same faults while saves run in the background.
+                      Case{"crash:rank=2,step=3", "rank 2: injected crash of rank 2 after step 3", 2, true},
+                      Case{"save-crash:rank=1,step=4", "failed on rank 1: injected crash of rank 1 during the save", 3,
+                           true},
+                      Case{"timeout:rank=0,step=2", "rank 0: injected stall of rank 0 after step 2", 1, true}),
     [](const auto& info) {
       std::string name = info.param.plan;
-      return name.substr(0, name.find(':')) == "save-crash" ? std::string("save_crash")
-                                                           : name.substr(0, name.find(':'));
+      name = name.substr(0, name.find(':'));
+      if (name == "save-crash") name = "save_crash";
+      return info.param.async ? name + "_async" : name;
     });
 
 TEST(FaultResumeTest, DelayShorterThanTheTimeoutCompletes) {
@@ -70,6 +82,31 @@ TEST(FaultResumeTest, DelayShorterThanTheTimeoutCompletes) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->ranks[1].end_step, 4);
   EXPECT_GE(result->ranks[1].seconds, 0.4);
+}
+
+// A background save that stays in flight for a while (its data file is
+// slow to become durable) delays nothing but its own commit: the run
+// completes, every save commits.
+TEST(FaultResumeTest, SlowBackgroundSaveCompletes) {
+  TempDir dir;
+  TrainingRunOptions run;
+  run.world_size = 3;
+  run.max_steps = 6;
+  run.checkpoint_dir = dir.path();
+  run.checkpoint_every = 2;
+  run.keep_last = 2;
+  run.async_checkpoint = true;
+  run.collective_timeout = std::chrono::milliseconds(3000);
+  run.fault = *ParseFaultPlan("save-delay:rank=1,step=2,ms=400");
+  auto result = RunTraining(run);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->ranks[1].end_step, 6);
+  EXPECT_EQ(result->ranks[1].checkpoints_saved, 3);
+  run.fault.reset();
+  run.max_steps = 8;
+  auto resumed = RunTraining(run);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(resumed->ranks[0].start_step, 6);
 }
 
 }  // namespace

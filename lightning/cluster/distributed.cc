@@ -136,22 +136,23 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitDistributed(const Proces
   if (auto s = Join(*ctx->store_, placement, options.rendezvous_timeout); !s.ok()) return s;
 
   auto group_store = c10::make_intrusive<c10d::PrefixStore>("pg/", ctx->store_);
+  // Gloo's options serve the main group (gloo backend) and the factory's.
+  sharded::GlooGroupOptions gloo;
+  gloo.timeout = options.collective_timeout;
+  if (!options.gloo_interface.empty()) {
+    auto device = sharded::GlooDeviceForInterface(options.gloo_interface);
+    if (!device.ok()) return device.status();
+    gloo.device = *device;
+    gloo.bind_address = options.gloo_interface;
+  } else {
+    auto local = LocalAddressToward(placement.master_addr, placement.master_port);
+    if (!local.ok()) return local.status();
+    gloo.bind_address = *local;
+  }
   absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> pg;
   if (backend == "nccl") {
     pg = sharded::MakeNcclGroup(group_store, placement.rank, placement.world_size, options.collective_timeout);
   } else {
-    sharded::GlooGroupOptions gloo;
-    gloo.timeout = options.collective_timeout;
-    if (!options.gloo_interface.empty()) {
-      auto device = sharded::GlooDeviceForInterface(options.gloo_interface);
-      if (!device.ok()) return device.status();
-      gloo.device = *device;
-      gloo.bind_address = options.gloo_interface;
-    } else {
-      auto local = LocalAddressToward(placement.master_addr, placement.master_port);
-      if (!local.ok()) return local.status();
-      gloo.bind_address = *local;
-    }
     pg = sharded::MakeGlooGroup(group_store, placement.rank, placement.world_size, gloo);
     ctx->gloo_ = gloo;
   }
@@ -160,6 +161,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitDistributed(const Proces
                         absl::StrCat("store ", Endpoint(placement), ": ", pg.status().message()));
   }
   ctx->pg_ = *pg;
+  ctx->groups_ = std::make_shared<const sharded::GroupFactory>(ctx->store_, placement.rank, placement.world_size, gloo);
   ctx->store_->setTimeout(options.collective_timeout);
   sharded::RankMonitorOptions monitor_options;
   if (placement.store_mode == StoreMode::kRankZeroHosts) monitor_options.store_host_rank = 0;
@@ -195,6 +197,7 @@ absl::Status DistributedContext::Leave(std::optional<std::chrono::milliseconds> 
 
 DistributedContext::~DistributedContext() {
   monitor_.reset();  // stops the heartbeat before the group and the store go
+  groups_.reset();
   pg_.reset();
   store_.reset();
 }

@@ -57,6 +57,9 @@ class DistributedContext {
   // network. With the nccl backend the Gloo options are the loopback default.
   const c10::intrusive_ptr<c10d::Store>& store() const { return store_; }
   const sharded::GlooGroupOptions& gloo_options() const { return gloo_; }
+  // Further Gloo groups over the same processes, from the job's store under
+  // their own prefix (an AsyncCheckpointer's, for one).
+  const std::shared_ptr<const sharded::GroupFactory>& groups() const { return groups_; }
   // Every rank announces that it is done; rank 0, when it serves the store,
   // waits for the others (up to `max_wait`, default the collective timeout)
   // before the store goes away -- also after a failure, so that its peers can
@@ -73,6 +76,7 @@ class DistributedContext {
   c10::intrusive_ptr<c10d::Store> store_;  // the group's namespace in the job's store
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   sharded::GlooGroupOptions gloo_;
+  std::shared_ptr<const sharded::GroupFactory> groups_;
   std::unique_ptr<sharded::RankMonitor::Attachment> monitor_;
   bool left_ = false;
 };

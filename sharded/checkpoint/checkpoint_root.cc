@@ -211,6 +211,14 @@ bool IsCheckpointRoot(const std::string& root, Storage* storage) {
 
 absl::Status SaveToCheckpointRoot(const StateDict& state_dict, const std::string& root, int64_t step,
                                   c10d::ProcessGroup& pg, const RootSaveOptions& options) {
+  return SaveToCheckpointRootWith(root, step, pg, options, [&](const std::string& dir) {
+    return SaveCheckpoint(state_dict, dir, pg, options.save);
+  });
+}
+
+absl::Status SaveToCheckpointRootWith(const std::string& root, int64_t step, c10d::ProcessGroup& pg,
+                                      const RootSaveOptions& options,
+                                      const std::function<absl::Status(const std::string&)>& save_one) {
   const std::string what = absl::StrCat("checkpoint save of step ", step, " to root '", root, "'");
   Storage& storage = StorageOrPosix(options.save.storage.get());
   absl::Status mine;
@@ -225,7 +233,7 @@ absl::Status SaveToCheckpointRoot(const StateDict& state_dict, const std::string
   SL_RETURN_IF_ERROR(AgreeOn(pg, mine.ok() ? absl::StatusOr<uint64_t>(static_cast<uint64_t>(step) + 1) : mine,
                              {what, "step"}));
   // Step 2: the checkpoint itself, committed atomically in its directory.
-  SL_RETURN_IF_ERROR(SaveCheckpoint(state_dict, JoinPath(root, StepDirName(step)), pg, options.save));
+  SL_RETURN_IF_ERROR(save_one(JoinPath(root, StepDirName(step))));
   // Step 3: rank 0 moves `latest` once the new step is durable.
   absl::Status published;
   if (pg.getRank() == 0) {

@@ -100,6 +100,14 @@ struct RootSaveOptions {
 absl::Status SaveToCheckpointRoot(const StateDict& state_dict, const std::string& root, int64_t step,
                                   c10d::ProcessGroup& pg, const RootSaveOptions& options = {});
 
+// SaveToCheckpointRoot with the step's checkpoint written by
+// `save_one(step_dir)`, which must be collective, return the same status on
+// every rank and commit atomically (SaveCheckpoint's contract): how an async
+// save (async_checkpointer.h) writes into a root.
+absl::Status SaveToCheckpointRootWith(const std::string& root, int64_t step, c10d::ProcessGroup& pg,
+                                      const RootSaveOptions& options,
+                                      const std::function<absl::Status(const std::string&)>& save_one);
+
 struct RootLoadResult {
   int64_t step = -1;
   std::string dir;                     // the step directory loaded

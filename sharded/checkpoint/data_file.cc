@@ -73,6 +73,24 @@ absl::Status WriteEntry(File& file, const EntryToWrite& entry, int64_t offset, B
   return WriteTiles(file, tensor.scalar_type(), tensor.sizes().vec(), copy_tile, offset, crcs, buffer_bytes, buffer);
 }
 
+// Streams entry `index` (`total` bytes) from `source` to `file` at `offset`.
+absl::Status WriteFromSource(File& file, EntryByteSource& source, size_t index, int64_t total, int64_t offset,
+                             BlockChecksums& crcs) {
+  for (int64_t pos = 0; pos < total;) {
+    SL_ASSIGN_OR_RETURN(const EntryByteSource::Piece piece, source.Next(index));
+    if (piece.size <= 0 || piece.size > total - pos) {
+      return absl::InternalError(absl::StrCat("entry ", index, ": a staged piece of ", piece.size, " bytes at byte ",
+                                              pos, " of ", total));
+    }
+    crcs.Update(piece.data, piece.size);
+    const absl::Status written = file.WriteAt(piece.data, piece.size, offset + pos);
+    source.Release();
+    SL_RETURN_IF_ERROR(written);
+    pos += piece.size;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>& entries,
                                      const DataFileOptions& options) {
   std::vector<SafetensorsEntry> layout;
@@ -99,7 +117,12 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
   const int64_t buffer_bytes = std::max<int64_t>(options.buffer_bytes, 4096);
   for (size_t i = 0; i < entries.size(); ++i) {
     BlockChecksums crcs(options.block_bytes);
-    SL_RETURN_IF_ERROR(WriteEntry(file, entries[i], data_start + layout[i].begin, crcs, buffer_bytes, buffer));
+    if (options.source != nullptr) {
+      SL_RETURN_IF_ERROR(WriteFromSource(file, *options.source, i, layout[i].end - layout[i].begin,
+                                         data_start + layout[i].begin, crcs));
+    } else {
+      SL_RETURN_IF_ERROR(WriteEntry(file, entries[i], data_start + layout[i].begin, crcs, buffer_bytes, buffer));
+    }
     out.entries.push_back({entries[i].name, data_start + layout[i].begin, data_start + layout[i].end, crcs.Finish()});
   }
   out.bytes = data_start + data_bytes;

@@ -52,11 +52,33 @@ struct WrittenFile {
   std::vector<WrittenEntry> entries;  // in the order given
 };
 
+// Where the entries' bytes come from when not from their tensors: pieces of
+// each entry's row-major bytes, handed over as they become available (an
+// async save's staging area, staging.h). The writer calls Next for entry 0
+// until it has all its bytes, then entry 1, ...; after writing and
+// checksumming a piece it calls Release, and only then may the piece's
+// memory be reused.
+class EntryByteSource {
+ public:
+  struct Piece {
+    const char* data = nullptr;
+    int64_t size = 0;
+  };
+  virtual ~EntryByteSource() = default;
+  // Blocks until the next piece of `entry` is there. An error (the
+  // producer failed or gave up) ends the write with it.
+  virtual absl::StatusOr<Piece> Next(size_t entry) = 0;
+  virtual void Release() = 0;
+};
+
 struct DataFileOptions {
   int64_t block_bytes = 256 << 10;
   int64_t buffer_bytes = 16 << 20;
   std::map<std::string, std::string> metadata;  // the header's __metadata__
   Storage* storage = nullptr;  // null: PosixStorage()
+  // Non-null: the entries' bytes come from here; their tensors give only
+  // dtype and shape.
+  EntryByteSource* source = nullptr;
 };
 
 // Creates `path` (which must not exist), writes the entries and fsyncs. On

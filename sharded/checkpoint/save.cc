@@ -12,6 +12,7 @@
 #include "sharded/checkpoint/file_names.h"
 #include "sharded/checkpoint/index.h"
 #include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/save_protocol.h"
 #include "sharded/checkpoint/storage.h"
 #include "sharded/agreement.h"
 #include "sharded/no_throw.h"
@@ -39,75 +40,13 @@ class RemoveOnExit {
   std::string path_;
 };
 
-// What this rank writes, and a description of the whole dict's structure that
-// all ranks must share.
-struct LocalPlan {
-  std::vector<EntryToWrite> entries;
-  std::vector<std::pair<std::string, int>> refs;  // (key, shard index or -1 for dense), per entry
-  uint64_t fingerprint = 0;
-};
-
 std::string EntryNameOf(const std::string& key, int shard) {
   // Keys never hold '/', so "key/shard-N" cannot collide with another key.
   return shard < 0 ? key : absl::StrCat(key, "/shard-", shard);
 }
 
-absl::StatusOr<LocalPlan> PlanLocal(const StateDict& state_dict, int rank, int world) {
-  LocalPlan plan;
-  plan.fingerprint = kStableHashSeed;
-  for (const auto& [key, value] : state_dict.entries()) {
-    SL_RETURN_IF_ERROR(ValidateKey(key));
-    const std::string k = absl::StrCat("key ", Quote(key), ": ");
-    if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
-      if (!dense->defined()) return absl::InvalidArgumentError(k + "the tensor is undefined");
-      if (DtypeName(dense->scalar_type()).empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(dense->scalar_type()),
-                                                       " cannot be checkpointed"));
-      }
-      plan.fingerprint = StableHash(
-          absl::StrCat(key, "|dense|", c10::toString(dense->scalar_type()), "|", ShapeToString(dense->sizes().vec())),
-          plan.fingerprint);
-      if (rank == 0) {  // dense tensors are written once
-        plan.entries.push_back({key, *dense});
-        plan.refs.emplace_back(key, -1);
-      }
-      continue;
-    }
-    const ShardedTensor& st = std::get<ShardedTensor>(value);
-    const ShardedTensorMetadata& m = st.metadata();
-    if (DtypeName(m.properties.dtype).empty() || !IsSupportedDtype(m.properties.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(m.properties.dtype),
-                                                     " cannot be checkpointed"));
-    }
-    plan.fingerprint = StableHash(
-        absl::StrCat(key, "|sharded|", c10::toString(m.properties.dtype), "|", ShapeToString(m.sizes)),
-        plan.fingerprint);
-    for (size_t i = 0; i < m.shards.size(); ++i) {
-      if (m.shards[i].placement.rank >= world) {
-        return absl::InvalidArgumentError(absl::StrCat(k, "shard ", i, " is placed on ", m.shards[i].placement.ToString(),
-                                                       " but the process group has ", world, " ranks"));
-      }
-      plan.fingerprint = StableHash(m.shards[i].ToString(), plan.fingerprint);
-    }
-    // A ShardedTensor holds exactly its rank's shards, in metadata order:
-    // those of this rank when its group ranks like the save's.
-    if (st.process_group()->getRank() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat(k, "the tensor is rank ", st.process_group()->getRank(),
-                                                     " of its process group but this rank saves as rank ", rank));
-    }
-    const std::vector<int> mine = m.ShardsOnRank(rank);
-    const std::vector<Shard>& local = st.local_shards();
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const Shard& shard = local[i];
-      plan.entries.push_back({EntryNameOf(key, mine[i]), shard.tensor});
-      plan.refs.emplace_back(key, mine[i]);
-    }
-  }
-  return plan;
-}
-
 // This rank's contribution to the index: its file and its entries.
-std::string RecordsPayload(const std::string& file_name, const WrittenFile& written, const LocalPlan& plan) {
+std::string RecordsPayload(const std::string& file_name, const WrittenFile& written, const SavePlan& plan) {
   nlohmann::json j;
   j["file"] = {file_name, written.bytes, written.header_bytes};
   nlohmann::json entries = nlohmann::json::array();
@@ -257,10 +196,69 @@ absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const st
 
 }  // namespace
 
+absl::StatusOr<SavePlan> PlanSave(const StateDict& state_dict, int rank, int world) {
+  SavePlan plan;
+  plan.fingerprint = kStableHashSeed;
+  for (const auto& [key, value] : state_dict.entries()) {
+    SL_RETURN_IF_ERROR(ValidateKey(key));
+    const std::string k = absl::StrCat("key ", Quote(key), ": ");
+    if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
+      if (!dense->defined()) return absl::InvalidArgumentError(k + "the tensor is undefined");
+      if (DtypeName(dense->scalar_type()).empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(dense->scalar_type()),
+                                                       " cannot be checkpointed"));
+      }
+      plan.fingerprint = StableHash(
+          absl::StrCat(key, "|dense|", c10::toString(dense->scalar_type()), "|", ShapeToString(dense->sizes().vec())),
+          plan.fingerprint);
+      if (rank == 0) {  // dense tensors are written once
+        plan.entries.push_back({key, *dense});
+        plan.refs.emplace_back(key, -1);
+      }
+      continue;
+    }
+    const ShardedTensor& st = std::get<ShardedTensor>(value);
+    const ShardedTensorMetadata& m = st.metadata();
+    if (DtypeName(m.properties.dtype).empty() || !IsSupportedDtype(m.properties.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(m.properties.dtype),
+                                                     " cannot be checkpointed"));
+    }
+    plan.fingerprint = StableHash(
+        absl::StrCat(key, "|sharded|", c10::toString(m.properties.dtype), "|", ShapeToString(m.sizes)),
+        plan.fingerprint);
+    for (size_t i = 0; i < m.shards.size(); ++i) {
+      if (m.shards[i].placement.rank >= world) {
+        return absl::InvalidArgumentError(absl::StrCat(k, "shard ", i, " is placed on ", m.shards[i].placement.ToString(),
+                                                       " but the process group has ", world, " ranks"));
+      }
+      plan.fingerprint = StableHash(m.shards[i].ToString(), plan.fingerprint);
+    }
+    // A ShardedTensor holds exactly its rank's shards, in metadata order:
+    // those of this rank when its group ranks like the save's.
+    if (st.process_group()->getRank() != rank) {
+      return absl::InvalidArgumentError(absl::StrCat(k, "the tensor is rank ", st.process_group()->getRank(),
+                                                     " of its process group but this rank saves as rank ", rank));
+    }
+    const std::vector<int> mine = m.ShardsOnRank(rank);
+    const std::vector<Shard>& local = st.local_shards();
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const Shard& shard = local[i];
+      plan.entries.push_back({EntryNameOf(key, mine[i]), shard.tensor});
+      plan.refs.emplace_back(key, mine[i]);
+    }
+  }
+  return plan;
+}
+
 absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir, c10d::ProcessGroup& pg,
                             const SaveOptions& options, SaveStats* stats) {
+  const absl::StatusOr<SavePlan> plan = NoThrow([&] { return PlanSave(state_dict, pg.getRank(), pg.getSize()); });
+  return RunSave(state_dict, plan, dir, pg, options, /*source=*/nullptr, stats);
+}
+
+absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>& plan, const std::string& dir,
+                     c10d::ProcessGroup& pg, const SaveOptions& options, EntryByteSource* source, SaveStats* stats) {
   const int rank = pg.getRank();
-  const int world = pg.getSize();
   Storage& storage = StorageOrPosix(options.storage.get());
   const std::string what = absl::StrCat("checkpoint save to '", dir, "'");
   if (options.checksum_block_bytes < kMinBlockBytes || options.checksum_block_bytes > kMaxBlockBytes) {
@@ -273,10 +271,8 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
 
   // Step 1: each rank checks its part of the dict and the directory; ranks
   // agree on the dict's structure and take rank 0's generation.
-  absl::StatusOr<LocalPlan> plan = absl::UnknownError("not planned");
   std::string proposal;
   absl::Status mine = NoThrow([&]() -> absl::Status {
-    plan = PlanLocal(state_dict, rank, world);
     if (!plan.ok()) return plan.status();
     SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
     if (rank == 0) proposal = NewGeneration();
@@ -298,6 +294,7 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
     file_options.block_bytes = options.checksum_block_bytes;
     file_options.buffer_bytes = options.buffer_bytes;
     file_options.storage = &storage;
+    file_options.source = source;
     file_options.metadata = {{"format", "shardlight.checkpoint"},
                              {"version", std::to_string(kFormatVersion)},
                              {"rank", std::to_string(rank)}};

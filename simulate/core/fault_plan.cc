@@ -14,9 +14,11 @@ namespace {
 const std::map<std::string, FaultKind>& Kinds() {
   static const auto* kinds = new std::map<std::string, FaultKind>{
       {"crash", FaultKind::kCrash}, {"save-crash", FaultKind::kSaveCrash},
-      {"delay", FaultKind::kDelay}, {"timeout", FaultKind::kTimeout}};
+      {"delay", FaultKind::kDelay}, {"timeout", FaultKind::kTimeout}, {"save-delay", FaultKind::kSaveDelay}};
   return *kinds;
 }
+
+bool HasDelay(FaultKind kind) { return kind == FaultKind::kDelay || kind == FaultKind::kSaveDelay; }
 
 }  // namespace
 
@@ -26,7 +28,7 @@ std::string FaultPlan::ToString() const {
     if (k == kind) name = n;
   }
   std::string out = absl::StrCat(name, ":rank=", rank, ",step=", step);
-  if (kind == FaultKind::kDelay) absl::StrAppend(&out, ",ms=", delay.count());
+  if (HasDelay(kind)) absl::StrAppend(&out, ",ms=", delay.count());
   return out;
 }
 
@@ -34,7 +36,7 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text) {
   auto bad = [&](absl::string_view why) {
     return absl::InvalidArgumentError(absl::StrCat("malformed fault plan \"", absl::CHexEscape(text), "\": ", why,
                                                    " (want KIND:rank=R,step=K[,ms=M] with KIND one of crash, "
-                                                   "save-crash, delay, timeout)"));
+                                                   "save-crash, delay, save-delay, timeout)"));
   };
   // Printable ASCII only: SimpleAtoi would otherwise take "step=2\n" or
   // "step= 2" as 2, and a pasted plan with a stray space must not run.
@@ -61,7 +63,7 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text) {
     } else if (kv[0] == "step" && !have_step && v >= 1) {
       plan.step = v;
       have_step = true;
-    } else if (kv[0] == "ms" && !have_ms && plan.kind == FaultKind::kDelay && v <= 600000) {
+    } else if (kv[0] == "ms" && !have_ms && HasDelay(plan.kind) && v <= 600000) {
       plan.delay = std::chrono::milliseconds(v);
       have_ms = true;
     } else {
@@ -69,7 +71,7 @@ absl::StatusOr<FaultPlan> ParseFaultPlan(absl::string_view text) {
     }
   }
   if (!have_rank || !have_step) return bad("rank= and step= are required");
-  if (plan.kind == FaultKind::kDelay && !have_ms) return bad("delay needs ms=");
+  if (HasDelay(plan.kind) && !have_ms) return bad(absl::StrCat(head[0], " needs ms="));
   return plan;
 }
 

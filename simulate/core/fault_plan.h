@@ -7,6 +7,8 @@
 //   crash:rank=R,step=K        rank R fails right after step K
 //   save-crash:rank=R,step=K   rank R fails mid-save of step K (data written, not committed)
 //   delay:rank=R,step=K,ms=M   rank R sleeps M ms (at most 600000) after step K, then carries on
+//   save-delay:rank=R,step=K,ms=M  rank R's data file of the save of step K takes M ms longer to
+//                              become durable (a background save stays in flight meanwhile)
 //   timeout:rank=R,step=K      rank R stalls past the collective timeout after step K, then
 //                              fails naming itself (its peers have timed out by then)
 // ParseFaultPlan returns InvalidArgument quoting a malformed plan.
@@ -22,13 +24,13 @@
 
 namespace shardlight::simulate {
 
-enum class FaultKind { kCrash, kSaveCrash, kDelay, kTimeout };
+enum class FaultKind { kCrash, kSaveCrash, kDelay, kTimeout, kSaveDelay };
 
 struct FaultPlan {
   FaultKind kind = FaultKind::kCrash;
   int rank = 0;
   int64_t step = 1;
-  std::chrono::milliseconds delay{0};  // kDelay only
+  std::chrono::milliseconds delay{0};  // kDelay and kSaveDelay only
 
   std::string ToString() const;
 };

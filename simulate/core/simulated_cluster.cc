@@ -121,6 +121,7 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
                                        options);
       if (!pg.ok()) return pg.status();
       ctx.pg = *pg;
+      ctx.groups = std::make_shared<const sharded::GroupFactory>(run_store, rank, world_size_, options);
       // Names the ranks behind a failed collective (see rank_monitor.h).
       monitor = sharded::RankMonitor::Attach(
           *ctx.pg, std::make_shared<sharded::RankMonitor>(c10::make_intrusive<c10d::PrefixStore>("monitor/", run_store),
@@ -135,6 +136,7 @@ absl::Status SimulatedCluster::RunRanks(const std::function<absl::Status(RankCon
     // Dropping the group closes this rank's connections: peers still waiting
     // on it fail now rather than at the collective timeout; its heartbeat stops.
     monitor.reset();
+    ctx.groups.reset();
     ctx.pg.reset();
     ctx.store.reset();
   };

@@ -24,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sharded/process_groups.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
@@ -45,6 +46,9 @@ struct RankContext {
   // This run's store (fresh prefix per Run), for sub-groups such as a device
   // mesh's rows and columns.
   c10::intrusive_ptr<c10d::Store> store;
+  // Further groups over the same ranks (same store, own prefix), e.g. an
+  // AsyncCheckpointer's: groups->Make("name") is collective.
+  std::shared_ptr<const sharded::GroupFactory> groups;
 };
 
 // The rank that raised the error Run returned, if the error came from a rank.

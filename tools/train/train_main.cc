@@ -42,6 +42,10 @@ ABSL_FLAG(int, checkpoint_every, 0, "steps between checkpoints (0: only at the e
 ABSL_FLAG(int, keep_last, 0,
           "0: --checkpoint_dir holds one checkpoint, replaced by each save; N > 0: it is a checkpoint root of "
           "step-<N>/ checkpoints and a 'latest' pointer, keeping the newest N (a resume falls back past a damaged one)");
+ABSL_FLAG(bool, async_checkpoint, false,
+          "write checkpoints in the background while training goes on (a snapshot into --staging_mib of host "
+          "memory per process, then the usual files and commit on a process group of their own)");
+ABSL_FLAG(int, staging_mib, 256, "--async_checkpoint: host memory for a checkpoint's snapshot per process, MiB >= 1");
 ABSL_FLAG(int, timeout_ms, 30000, "collective timeout in milliseconds, > 0");
 ABSL_FLAG(int, rendezvous_timeout_ms, 300000, "how long to wait for the store and every rank, > 0");
 ABSL_FLAG(int, log_every, 0, "rank 0 prints step, loss and steps/s every N steps (0: off)");
@@ -119,6 +123,10 @@ int Main() {
   run.keep_last = absl::GetFlag(FLAGS_keep_last);
   run.log_every = absl::GetFlag(FLAGS_log_every);
   run.allow_different_run = absl::GetFlag(FLAGS_allow_different_run);
+  run.async_checkpoint = absl::GetFlag(FLAGS_async_checkpoint);
+  run.async_staging_bytes = int64_t{absl::GetFlag(FLAGS_staging_mib)} << 20;
+  if (absl::GetFlag(FLAGS_staging_mib) < 1) return BadUsage("--staging_mib must be >= 1");
+  if (run.async_checkpoint && run.checkpoint_dir.empty()) return BadUsage("--async_checkpoint needs --checkpoint_dir");
   run.min_step_time = std::chrono::milliseconds(absl::GetFlag(FLAGS_min_step_ms));
   run.collective_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms));
   if (run.checkpoint_every < 0) return BadUsage("--checkpoint_every must be >= 0");
@@ -139,8 +147,8 @@ int Main() {
     if (!shape.ok()) return BadUsage(absl::StrCat("--mesh: ", shape.status().message()));
     if (shape->size() != 2) return BadUsage(absl::StrCat("--mesh=", absl::GetFlag(FLAGS_mesh), " must be DPxTP (2-d)"));
     if (absl::GetFlag(FLAGS_device) != "cpu") return BadUsage("--job=mesh runs on --device=cpu only");
-    if (!absl::GetFlag(FLAGS_fault).empty() || run.checkpoint_every > 0 || run.keep_last > 0) {
-      return BadUsage("--job=mesh takes no --fault, --checkpoint_every or --keep_last");
+    if (!absl::GetFlag(FLAGS_fault).empty() || run.checkpoint_every > 0 || run.keep_last > 0 || run.async_checkpoint) {
+      return BadUsage("--job=mesh takes no --fault, --checkpoint_every, --keep_last or --async_checkpoint");
     }
     mesh_job.mesh_shape = *shape;
     mesh_job.steps = steps;
@@ -194,6 +202,7 @@ int Main() {
     return 1;
   }
   if (job == "mesh") return RunMeshRank(mesh_job, *placement, **ctx, run.collective_timeout);
+  run.groups = (*ctx)->groups();
   auto result = simulate::TrainRank(run, (*ctx)->pg());
   if (!result.ok()) {
     std::cerr << "train: rank " << rank << ": " << result.status() << "\n" << std::flush;
