@@ -13,7 +13,8 @@ seconds="${1:-20}"
 shift || true
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-  mapfile -t targets < <(sed -n 's/^ *name = "\([a-z_]*\)",$/\1/p' tests/fuzz/BUILD.bazel | grep -v '^fuzz_target$\|^corpus_driver$')
+  # The fuzz targets are the shardlight_fuzz_target(...) blocks: the name on the line after each.
+  mapfile -t targets < <(sed -n '/^shardlight_fuzz_target(/{n;s/^ *name = "\([a-z_]*\)",$/\1/p}' tests/fuzz/BUILD.bazel)
 fi
 command -v clang-14 >/dev/null || { echo "fuzz: clang-14 not found (bash tools/setup.sh)"; exit 2; }
 out="${SHARDLIGHT_FUZZ_OUT:-/tmp/shardlight-fuzz}"
