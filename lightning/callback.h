@@ -4,8 +4,9 @@
 // Hooks, in order: on_train_start (after setup and any resume), on_step_end
 // (after each optimizer step), on_save_started (an asynchronous save's
 // snapshot is taken; training goes on while it is written), on_save_checkpoint
-// (after a checkpoint is committed; for an asynchronous save, when the
-// Trainer learns it: at the next save or at the end of Fit),
+// (after a checkpoint is committed; for an asynchronous save, at the end of
+// the first step during which every rank's save had ended -- or at the next
+// save or the end of Fit, whichever comes first),
 // on_load_checkpoint (after a resume loaded one).
 #ifndef SHARDLIGHT_LIGHTNING_CALLBACK_H_
 #define SHARDLIGHT_LIGHTNING_CALLBACK_H_

@@ -250,6 +250,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   std::shared_ptr<ckpt::AsyncSaveHandle> in_flight;
   if (checkpoints && options_.async_checkpoint) {
     SL_ASSIGN_OR_RETURN(checkpointer, StartAsyncCheckpointer(*pg));
+    checkpointer->Reserve(checkpoint_state);  // staging memory made resident while the first steps run
   }
   auto committed = [&]() -> absl::Status {
     if (in_flight == nullptr) return absl::OkStatus();
@@ -296,11 +297,15 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       optimizer->Step();
       return absl::OkStatus();
     });
-    at::Tensor global_loss = loss.detach().to(at::kDouble).reshape({1}).clone();
+    // With the loss: how many ranks' background save has ended, so that every
+    // rank learns of a commit at the same step without a collective of its own.
+    const double save_ended = in_flight != nullptr && in_flight->Done() ? 1.0 : 0.0;
+    at::Tensor global_loss = at::cat({loss.detach().to(at::kDouble).reshape({1}), at::full({1}, save_ended, at::kDouble)});
     SL_RETURN_IF_ERROR(AllreduceWithVerdict(*pg, global_loss, stepped, absl::StrCat("optimizer step ", s)));
     const int64_t done = s + 1;
     step.fill_(done);
     result.losses.push_back(global_loss[0].item<double>());
+    if (global_loss[1].item<double>() == static_cast<double>(state.world_size)) SL_RETURN_IF_ERROR(committed());
     // Step 3: the callbacks; agreed.
     SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnStepEnd", [&](Callback& c) {
       return c.OnStepEnd(state, done, result.losses.back());

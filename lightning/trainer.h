@@ -111,10 +111,12 @@ struct TrainerOptions {
   // written, on a process group of its own made from `groups`
   // (RankContext::groups, DistributedContext::groups(); required). Same
   // files, roots and retention as a synchronous save. Fit waits for the last
-  // save before it returns; a background save that failed fails Fit on
-  // every rank, with the failing rank's error, at the next save or at the
-  // end. Callbacks: OnSaveStarted after each snapshot, OnSaveCheckpoint once
-  // the save is known committed (at the next save, or at the end of Fit).
+  // save before it returns. The end of a background save is learnt at a
+  // step boundary (every rank's save had ended by the step's loss allreduce,
+  // which carries the flag), at the next save, or at the end of Fit,
+  // whichever comes first: a save that failed then fails Fit on every rank
+  // with the failing rank's error; one that committed is reported by
+  // OnSaveCheckpoint. OnSaveStarted follows each snapshot.
   bool async_checkpoint = false;
   int64_t async_staging_bytes = int64_t{256} << 20;
   std::shared_ptr<const sharded::GroupFactory> groups;

@@ -13,6 +13,8 @@ expect_exit 2 'byte 19 is a space' "--fault=crash:rank=0,step=2
 "
 expect_exit 2 "--fault applies to --scenario=train; scenario 'roundtrip' would ignore it" \
   --scenario=roundtrip --fault=crash:rank=0,step=1
+expect_exit 2 "--async_checkpoint applies to --scenario=train; scenario 'roundtrip' would ignore it" \
+  --scenario=roundtrip --async_checkpoint
 touch "$TEST_TMPDIR/a_file"
 expect_exit 2 "--checkpoint_dir='$TEST_TMPDIR/a_file' is a file, not a directory" --checkpoint_dir="$TEST_TMPDIR/a_file"
 expect_exit 2 "cannot be a directory: '$TEST_TMPDIR/a_file' is a file" --checkpoint_dir="$TEST_TMPDIR/a_file/sub"
@@ -22,6 +24,14 @@ expect_exit 2 "--checkpoint_dir='/proc/ckpt' cannot be created" --checkpoint_dir
 # differs (the world size may differ); a finished run has nothing to do.
 d="$TEST_TMPDIR/run8"
 out=$("$bin" --world_size=3 --steps=4 --seed=1 --checkpoint_dir="$d" 2>&1) || fail "run8 exited $?: $out"
+digest=$(grep "final state digest" <<<"$out") || fail "run8 printed no digest: $out"
+
+# Background checkpoints (issue 11): the same run, its checkpoints written
+# asynchronously, ends in the same state.
+out=$("$bin" --world_size=3 --steps=4 --seed=1 --async_checkpoint --checkpoint_dir="$TEST_TMPDIR/async" 2>&1) ||
+  fail "async run exited $?: $out"
+grep -qF "background checkpoints in" <<<"$out" || fail "async run: $out"
+grep -qF "$digest" <<<"$out" || fail "async run ended in another state than '$digest': $out"
 out=$("$bin" --world_size=2 --steps=6 --seed=99 --checkpoint_dir="$d" 2>&1); got=$?
 [ "$got" -eq 1 ] || fail "other seed exited $got, want 1: $out"
 grep -qF "is from a different run: seed 1 there, 99 here" <<<"$out" || fail "other seed: $out"

@@ -27,6 +27,9 @@ ABSL_FLAG(std::string, checkpoint_dir, "", "where the train scenario checkpoints
 ABSL_FLAG(bool, allow_different_run, false,
           "train scenario: resume the checkpoint in --checkpoint_dir even when another run (seed, model, "
           "options) wrote it");
+ABSL_FLAG(bool, async_checkpoint, false,
+          "train scenario: write checkpoints in the background while training goes on (own process group, "
+          "256 MiB of staging per rank)");
 ABSL_FLAG(std::string, fault, "",
           "train scenario: inject a fault plan, e.g. crash:rank=1,step=3, save-crash:rank=2,step=2, "
           "delay:rank=0,step=2,ms=200, timeout:rank=1,step=3");
@@ -50,6 +53,7 @@ int Main() {
   options.fault = absl::GetFlag(FLAGS_fault);
   options.log_every = absl::GetFlag(FLAGS_log_every);
   options.allow_different_run = absl::GetFlag(FLAGS_allow_different_run);
+  options.async_checkpoint = absl::GetFlag(FLAGS_async_checkpoint);
   if (options.log_every < 0) {
     std::cerr << "cluster: --log_every must be >= 0\n";
     return 2;
@@ -79,6 +83,11 @@ int Main() {
   }
   if (scenario->check == nullptr && !options.fault.empty()) {
     std::cerr << "cluster: --fault applies to --scenario=train; scenario '" << name << "' would ignore it\n";
+    return 2;
+  }
+  if (scenario->check == nullptr && options.async_checkpoint) {
+    std::cerr << "cluster: --async_checkpoint applies to --scenario=train; scenario '" << name
+              << "' would ignore it\n";
     return 2;
   }
   if (scenario->check != nullptr) {

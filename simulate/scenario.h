@@ -23,6 +23,7 @@ struct ScenarioOptions {
   std::string fault;           // a fault plan (fault_plan.h) for the train scenario; empty: none
   int64_t log_every = 0;       // train: a progress line every this many steps; 0: none
   bool allow_different_run = false;  // train: resume a checkpoint_dir another run wrote
+  bool async_checkpoint = false;     // train: checkpoints written in the background
 };
 
 struct Scenario {
@@ -33,7 +34,8 @@ struct Scenario {
   absl::Status (*run)(const ScenarioOptions& options, std::ostream& out);
   // Checks the options before anything runs: InvalidArgument for one the
   // scenario cannot honour (the binary exits 2). Null: the scenario takes no
-  // --fault (the binary refuses one) and has nothing else to check.
+  // --fault or --async_checkpoint (the binary refuses them) and has nothing
+  // else to check.
   absl::Status (*check)(const ScenarioOptions& options) = nullptr;
 };
 

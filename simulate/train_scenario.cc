@@ -48,13 +48,15 @@ absl::Status RunTrainScenario(const ScenarioOptions& options, std::ostream& out)
   first.collective_timeout = options.collective_timeout;
   first.log_every = options.log_every;
   first.allow_different_run = options.allow_different_run;
+  first.async_checkpoint = options.async_checkpoint;
   SL_RETURN_IF_ERROR(CheckTrainScenario(options));
   if (!options.fault.empty()) {
     SL_ASSIGN_OR_RETURN(first.fault, ParseFaultPlan(options.fault));
     first.checkpoint_every = 1;  // so a fault always has a checkpoint before it
   }
   out << "train: EmbeddingMlp (sharded table " << first.model.vocab << "x" << first.model.dim
-      << " + dense MLP), seed " << options.seed << ", checkpoints in " << dir << "\n\n";
+      << " + dense MLP), seed " << options.seed << ", " << (options.async_checkpoint ? "background " : "")
+      << "checkpoints in " << dir << "\n\n";
   auto saved = RunTraining(first);
   if (!saved.ok()) {
     out << "phase 1 on " << options.world_size << " ranks failed: " << saved.status() << "\n";

@@ -1,7 +1,8 @@
 // The Trainer with TrainerOptions::async_checkpoint: checkpoints written in
 // the background hold the state of their step (a resume from them ends
 // bit-exact with a straight run) and the same bytes as synchronous ones;
-// callbacks see each save start and, later, commit; Fit returns once the last
+// callbacks see each save start and, later, commit (at a step boundary once
+// every rank's save has ended); Fit returns once the last
 // save is committed; a background save that fails fails Fit on every rank
 // with the failing rank's error and leaves the previous step as `latest`.
 #include <gmock/gmock.h>
@@ -15,6 +16,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -189,6 +191,62 @@ TEST(TrainerAsyncCheckpointTest, AFailedBackgroundSaveFailsFitOnEveryRankAndKeep
   auto resumed = cluster.Run([&](RankContext& ctx) { return Train(ctx, 4, root, true); });
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ((*resumed)[0].fit.start_step, 2);
+}
+
+// Records step ends and commits in one order; at step 5 it gives step 4's
+// background save time to end on every rank (its `latest`, then a margin),
+// so that the step boundaries that follow can learn of the commit.
+class StepRecorder : public Recorder {
+ public:
+  explicit StepRecorder(std::string root) : root_(std::move(root)) {}
+  absl::Status OnStepEnd(const TrainState&, int64_t step, double) override {
+    events.push_back(absl::StrCat("step ", step));
+    if (step == 5) {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (ReadFile(root_ + "/latest").find("step-000004") == std::string::npos &&
+             std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string root_;
+};
+
+TEST(TrainerAsyncCheckpointTest, ACommitIsSeenAtAStepBoundaryBeforeTheNextSave) {
+  const std::string root = FreshDir("async_boundary");
+  SimulatedCluster cluster(3);
+  auto run = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<std::vector<std::string>> {
+    EmbeddingMlp module;
+    TrainerOptions options;
+    options.max_steps = 12;
+    options.seed = kSeed;
+    options.checkpoint_dir = root;
+    options.checkpoint_every = 4;
+    options.keep_last = 2;
+    options.async_checkpoint = true;
+    options.groups = ctx.groups;
+    auto recorder = std::make_shared<StepRecorder>(root);
+    SyntheticRegression data(96, 32, kSeed);
+    auto fit = Trainer(options, {recorder}).Fit(module, data, ctx.pg);
+    if (!fit.ok()) return fit.status();
+    if (fit->checkpoints_saved != 3) return absl::InternalError(absl::StrCat(fit->checkpoints_saved, " saves"));
+    return recorder->events;
+  });
+  ASSERT_TRUE(run.ok()) << run.status();
+  for (const std::vector<std::string>& events : *run) {
+    const auto at = [&](const std::string& e) { return std::find(events.begin(), events.end(), e) - events.begin(); };
+    // Step 4's commit is learnt at step 6 or 7 (the loss allreduce carries
+    // every rank's "ended"), before step 8 ends and its save starts.
+    EXPECT_LT(at("started 4"), at("committed 4"));
+    EXPECT_LT(at("step 5"), at("committed 4"));
+    EXPECT_LT(at("committed 4"), at("step 8")) << ::testing::PrintToString(events);
+    EXPECT_LT(at("committed 8"), at("started 12"));
+    EXPECT_EQ(events.back(), "committed 12");
+  }
 }
 
 TEST(TrainerAsyncCheckpointTest, NeedsAGroupFactory) {

@@ -19,9 +19,20 @@ namespace shardlight::sharded::checkpoint {
 struct AsyncCheckpointer::WriteJob {
   StateDict structure;
   absl::StatusOr<SavePlan> plan;
+  int64_t staged_bytes = 0;  // this rank's, for the next save's Reserve
 };
 
 namespace {
+
+// The staging memory a snapshot of `plan` fills.
+int64_t BytesToStage(const StagingArea& staging, const SavePlan& plan) {
+  std::vector<int64_t> bytes;
+  bytes.reserve(plan.entries.size());
+  for (const EntryToWrite& e : plan.entries) {
+    if (e.tensor.defined()) bytes.push_back(e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size()));
+  }
+  return staging.PackedBytes(bytes);
+}
 
 absl::StatusOr<SavePlan> WithoutBytes(const absl::StatusOr<SavePlan>& plan) {
   if (!plan.ok()) return plan.status();
@@ -93,10 +104,25 @@ AsyncCheckpointer::AsyncCheckpointer(std::string location, c10::intrusive_ptr<c1
       options_(std::move(options)),
       staging_(options_.staging_budget_bytes) {}
 
-AsyncCheckpointer::~AsyncCheckpointer() { JoinWriter(); }
+AsyncCheckpointer::~AsyncCheckpointer() {
+  JoinWriter();
+  JoinReserver();
+}
 
 void AsyncCheckpointer::JoinWriter() {
   if (writer_.joinable()) writer_.join();
+}
+
+void AsyncCheckpointer::JoinReserver() {
+  if (reserver_.joinable()) reserver_.join();
+}
+
+void AsyncCheckpointer::Reserve(const StateDict& state_dict) {
+  const absl::StatusOr<SavePlan> plan =
+      NoThrow([&] { return PlanSave(state_dict, group_->getRank(), group_->getSize()); });
+  if (!plan.ok()) return;  // Save reports it
+  JoinReserver();
+  reserver_ = std::thread([this, bytes = BytesToStage(staging_, *plan)] { staging_.Reserve(bytes); });
 }
 
 std::string AsyncCheckpointer::DirForStep(int64_t step) const {
@@ -120,21 +146,32 @@ absl::StatusOr<std::shared_ptr<AsyncSaveHandle>> AsyncCheckpointer::Save(const S
   absl::StatusOr<SavePlan> plan = NoThrow([&] { return PlanSave(state_dict, rank, group_->getSize()); });
   if (plan.ok() && step < 0) plan = absl::InvalidArgumentError(absl::StrCat("step ", step, " is negative"));
   job->plan = NoThrow([&] { return WithoutBytes(plan); });
+  if (plan.ok()) job->staged_bytes = BytesToStage(staging_, *plan);
   current_ = handle;
   writer_ = std::thread([this, handle, job] { Write(*handle, *job); });
   // The snapshot: every byte staged (or, past the budget, written) before
   // training may change it. A failed copy fails the writer, hence the save.
+  // Sealed (or aborted) in every case: the writer waits for it.
+  absl::Status staged = absl::OkStatus();
   if (plan.ok() && job->plan.ok()) {
-    const absl::Status staged = NoThrow([&]() -> absl::Status {
+    staged = NoThrow([&]() -> absl::Status {
       for (size_t i = 0; i < plan->entries.size(); ++i) SL_RETURN_IF_ERROR(staging_.Stage(i, plan->entries[i].tensor));
       return absl::OkStatus();
     });
-    if (!staged.ok()) staging_.Abort(staged);
+  }
+  if (staged.ok()) {
+    staging_.Seal();  // a failed plan stages nothing: the writer reports it
+  } else {
+    staging_.Abort(staged);
   }
   return handle;
 }
 
 void AsyncCheckpointer::Write(AsyncSaveHandle& handle, const WriteJob& job) {
+  // The save's first agreement waits for every rank's writer, so no rank
+  // writes while another is still taking its snapshot (ranks that share
+  // cores would slow each other's copy), unless a snapshot needs room.
+  staging_.WaitUntilDraining();
   SaveStats stats;
   const auto save_one = [&](const std::string& dir) {
     return RunSave(job.structure, job.plan, dir, *group_, options_.save, &staging_, &stats);
@@ -146,6 +183,9 @@ void AsyncCheckpointer::Write(AsyncSaveHandle& handle, const WriteJob& job) {
   // A snapshot still waiting for a slot (the save ended early) gives up.
   staging_.Abort(status.ok() ? absl::CancelledError("the save has ended") : status);
   handle.Finish(std::move(status), stats.bytes_written);
+  // Off the training thread: the next save of this size finds its staging
+  // memory resident (a no-op once it is).
+  staging_.Reserve(job.staged_bytes);
 }
 
 absl::Status AsyncCheckpointer::Wait() {

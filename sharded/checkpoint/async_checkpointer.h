@@ -18,7 +18,10 @@
 // DistributedContext::groups() -> GroupFactory::Make("async_checkpoint").
 //
 // Bounded memory: staging holds at most staging_budget_bytes of host memory
-// per rank (slots allocated on first use and kept for the next save). When
+// per rank (slots kept for the next save). Staging memory is made resident
+// in the background -- by Reserve before the first save, and after each save
+// for the next one of the same size -- so that Save costs training only a
+// copy into resident memory. When
 // this rank's part of the state is larger, Save blocks until the part that
 // does not fit has been written; a slot is reused only after the write that
 // reads it has finished.
@@ -116,6 +119,11 @@ class AsyncCheckpointer {
   // written; the rest runs in the background. This rank's bad input (a bad
   // key, an undefined tensor) fails the save, on every rank, at Wait.
   absl::StatusOr<std::shared_ptr<AsyncSaveHandle>> Save(const StateDict& state_dict, int64_t step);
+  // Local, returns at once: makes staging memory for a state like
+  // `state_dict` (this rank's bytes, up to the budget) resident on a
+  // background thread, so that even the first Save copies into resident
+  // memory. Optional: a save that finds the memory missing allocates it.
+  void Reserve(const StateDict& state_dict);
   // The last save's outcome (OK when there was none); see AsyncSaveHandle::Wait.
   absl::Status Wait();
   // The directory a save of `step` writes.
@@ -130,6 +138,7 @@ class AsyncCheckpointer {
   struct WriteJob;
   void Write(AsyncSaveHandle& handle, const WriteJob& job);
   void JoinWriter();
+  void JoinReserver();
 
   const std::string location_;
   const c10::intrusive_ptr<c10d::ProcessGroup> group_;
@@ -137,6 +146,7 @@ class AsyncCheckpointer {
   StagingArea staging_;
   std::shared_ptr<AsyncSaveHandle> current_;
   std::thread writer_;
+  std::thread reserver_;  // Reserve's
 };
 
 }  // namespace shardlight::sharded::checkpoint

@@ -178,13 +178,16 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
     return absl::InvalidArgumentError(
         absl::StrCat("checksum_block_bytes must be in [", kMinBlockBytes, ", ", kMaxBlockBytes, "]"));
   }
-  absl::Status s = MakeDirectories(dir_);
+  absl::Status s = ValidateRunRecord(options_.run);
+  if (!s.ok()) return s;
+  s = MakeDirectories(dir_);
   if (!s.ok()) return s;
   const std::string generation = NewGeneration();
   CheckpointIndex index;
   index.world_size = world_size_;
   index.generation = generation;
   index.block_bytes = options_.checksum_block_bytes;
+  index.run = options_.run;
   for (const Pending& p : tensors_) {
     IndexTensor t;
     t.key = p.key;

@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "sharded/checkpoint/data_file.h"
+#include "sharded/checkpoint/run_record.h"
 #include "sharded/shard_metadata.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -35,6 +36,10 @@ struct OfflineWriterOptions {
   int64_t checksum_block_bytes = 256 << 10;  // 64 B .. 64 MiB, as SaveOptions
   int64_t buffer_bytes = 16 << 20;           // staging for non-contiguous tensors
   bool remove_stale_files = true;
+  // The index's "run" (run_record.h): what produced the tensors. `ckpt
+  // reshard` carries its input's, so a resharded checkpoint resumes as the
+  // run that saved it. An invalid record fails Commit.
+  RunRecord run;
 };
 
 // A tensor not in memory: its dtype and global sizes, and `fill`, which

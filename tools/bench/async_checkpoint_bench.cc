@@ -9,7 +9,9 @@
 // the training group. For each staging budget it prints:
 //   - stall per checkpoint (the time Save blocks a rank, worst rank) / the
 //     synchronous save time (SaveCheckpoint of the same state), the first
-//     save (which allocates the staging area) apart from the later ones;
+//     save apart from the later ones (Reserve makes the staging memory
+//     resident during the --steps_between steps before it, as the Trainer
+//     does; whatever is not resident by then the first save faults in);
 //   - the time of the steps that overlap a background save / a normal step;
 //   - peak extra host memory during the async saves (process VmHWM while a
 //     save runs, over the RSS before the first one) / the staging budget of
@@ -134,6 +136,10 @@ absl::Status RunAsync(RankContext& ctx, int64_t rows, int64_t budget, const std:
     rss_before = bench::ProcStatus("VmRSS");
   }
   ctx.pg->barrier()->wait();
+  // As the Trainer does: staging made resident in the background while the
+  // steps before the first checkpoint run.
+  checkpointer->Reserve(state);
+  for (int s = 0; s < absl::GetFlag(FLAGS_steps_between); ++s) Step(state, grads, *ctx.pg), ++*step;
   double overlapped = 0;
   int64_t peak = 0;
   for (int c = 0; c < absl::GetFlag(FLAGS_checkpoints); ++c) {

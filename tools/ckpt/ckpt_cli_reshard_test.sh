@@ -12,6 +12,7 @@ flip_last_byte "$tmp/bad" >/dev/null
 # finds it equal to the original across the layouts.
 expect_exit 0 "wrote $tmp/r5: 6 tensors for 5 ranks" --world_size=5 reshard "$tmp/good" "$tmp/r5"
 expect_exit 0 "saved by 5 ranks" inspect "$tmp/r5"
+grep -qF "  run: maker=make_test_checkpoint, salt=" <<<"$LAST" || fail "reshard dropped the run record: $LAST"
 grep -Eq '^proj\.weight +sharded +BF16 +\[6, 10\] +5 +100%' <<<"$LAST" || fail "proj.weight not chunked on its saved dim: $LAST"
 "$maker" load "$tmp/r5" 5 2 || fail "the 5-rank reshard does not load on 5 and 2 ranks"
 printf '# rows\ntable=1\n' >"$tmp/layout.txt"

@@ -9,6 +9,7 @@ source "$(dirname "$0")/ckpt_cli_lib.sh"
 
 # inspect: a row per key with kind, dtype, shape, shard count and coverage.
 expect_exit 0 "saved by 3 ranks" inspect "$tmp/good"
+grep -qF "  run: maker=make_test_checkpoint, salt=" <<<"$LAST" || fail "inspect does not show the run record: $LAST"
 grep -Eq '^embed\.weight +sharded +F32 +\[40, 8\] +3 +100% +1\.2 KiB$' <<<"$LAST" || fail "embed.weight row: $LAST"
 grep -Eq '^table +sharded +I64 +\[6, 10\] +6 +100%' <<<"$LAST" || fail "table row: $LAST"
 grep -Eq '^mask +sharded +BOOL +\[2\] +3 +100%' <<<"$LAST" || fail "mask row: $LAST"

@@ -146,7 +146,11 @@ int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
       << (index->world_size == 1 ? "" : "s") << ", generation " << index->generation << "\n"
       << "  " << index->tensors.size() << " tensors, " << (total_known ? HumanBytes(total) : "(invalid) bytes")
       << " in " << index->files.size() << " data files; crc32c per " << HumanBytes(index->block_bytes)
-      << " block\n\n";
+      << " block\n";
+  // What produced it (run_record.h; decoding checked its names and values).
+  std::string run;
+  for (const auto& [name, value] : index->run) absl::StrAppend(&run, run.empty() ? "" : ", ", name, "=", value);
+  out << "  run: " << (run.empty() ? "not recorded" : run) << "\n\n";
   std::vector<size_t> widths(rows[0].size(), 0);
   for (const auto& row : rows) {
     for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());

@@ -109,7 +109,9 @@ int Reshard(const std::string& in_dir, const std::string& out_dir, const Reshard
   // Every tensor is a source: Commit reads each output tile from the input's
   // shards as it writes it (checksums checked on the way in, computed on the
   // way out), so memory stays at the writer's and the reader's buffers.
-  sharded::checkpoint::OfflineCheckpointWriter writer(out_dir, options.world_size);
+  sharded::checkpoint::OfflineWriterOptions writer_options;
+  writer_options.run = reader->index().run;  // the same run's state, on another layout
+  sharded::checkpoint::OfflineCheckpointWriter writer(out_dir, options.world_size, writer_options);
   EntryReader entries(kReaderBufferBytes, nullptr);
   CheckpointReader& in = *reader;
   int64_t bytes = 0;

@@ -53,6 +53,7 @@ int Make(const std::string& dir, int salt) {
     if (!state.ok()) return state.status();
     ckpt::SaveOptions options;
     options.checksum_block_bytes = 64;
+    options.run = {{"maker", "make_test_checkpoint"}, {"salt", std::to_string(salt)}};
     return ckpt::SaveCheckpoint(*state, dir, *ctx.pg, options);
   });
   if (!s.ok()) std::cerr << "make_test_checkpoint: " << s << "\n";

@@ -16,6 +16,8 @@ Kills (//tools/train, one process, --launcher=single): kill -9 at a random
 moment of a run that checkpoints every step, the moment a save's temporary
 file appears, or while a checkpoint root holds one step more than keep_last
 (retention has not yet removed the oldest); then verify and resume.
+Half of the plans and of the kills write their checkpoints in the background
+(--async_checkpoint), where a fault or a kill finds a save in flight.
 
 usage: soak.py CLUSTER TRAIN CKPT [--plans=N] [--kills=N] [--seed=S] [--jobs=J]
 Prints one line per case and a summary; exits 1 if any case failed.
@@ -113,10 +115,12 @@ class Soak:
             plan = "delay:rank=%d,step=%d,ms=%d" % (rank, step, rng.randint(2 * TIMEOUT_MS, 3 * TIMEOUT_MS))
         else:
             plan = "%s:rank=%d,step=%d" % (kind, rank, step)
+        background = rng.random() < 0.5  # drawn last: earlier draws stay those of older soaks
         d = os.path.join(self.work, "plan%04d" % i)
         code, out, seconds = run([self.cluster, "--world_size=%d" % w, "--steps=%d" % steps, "--seed=%d" % seed,
-                                  "--timeout_ms=%d" % TIMEOUT_MS, "--fault=" + plan, "--checkpoint_dir=" + d])
-        what = "W=%d steps=%d %s" % (w, steps, plan)
+                                  "--timeout_ms=%d" % TIMEOUT_MS, "--fault=" + plan, "--checkpoint_dir=" + d]
+                                 + (["--async_checkpoint"] if background else []))
+        what = "W=%d steps=%d %s%s" % (w, steps, plan, " async" if background else "")
         problems = []
         if code is None:
             problems.append("ran past %d s" % RUN_LIMIT_S)
@@ -171,7 +175,11 @@ class Soak:
         extra = ["--checkpoint_every=1", "--min_step_ms=%d" % rng.randint(20, 80), "--timeout_ms=5000"]
         if root:
             extra.append("--keep_last=2")
-        what = "steps=%d %s kill, %s" % (steps, moment, "root keep_last=2" if root else "plain")
+        background = rng.random() < 0.5  # drawn after the older draws
+        if background:
+            extra.append("--async_checkpoint")
+        what = "steps=%d %s kill, %s%s" % (steps, moment, "root keep_last=2" if root else "plain",
+                                          ", async" if background else "")
         proc = subprocess.Popen(self.train_args(d, steps, seed, extra), stdout=subprocess.DEVNULL,
                                 stderr=subprocess.DEVNULL)
         start = time.monotonic()
