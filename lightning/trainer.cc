@@ -310,8 +310,9 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnStepEnd", [&](Callback& c) {
       return c.OnStepEnd(state, done, result.losses.back());
     }));
-    if (checkpoints && options_.checkpoint_every > 0 && done % options_.checkpoint_every == 0 &&
-        done != state.max_steps) {
+    // The save after the last step follows the loop (also when the loop ran no step).
+    if (checkpoints && done != state.max_steps &&
+        CheckpointsAfterStep(done, state.max_steps, options_.checkpoint_every)) {
       SL_RETURN_IF_ERROR(save(done));
     }
   }

@@ -89,6 +89,13 @@ class DataSource {
   virtual int64_t steps_per_epoch() const { return 0; }
 };
 
+// Whether a Fit ending at `max_steps` checkpoints after step `done`: every
+// `checkpoint_every` steps (0: never in between) and at the end. The one
+// schedule the Trainer follows (fault plans aim at saves by it).
+inline bool CheckpointsAfterStep(int64_t done, int64_t max_steps, int64_t checkpoint_every) {
+  return done == max_steps || (checkpoint_every > 0 && done % checkpoint_every == 0);
+}
+
 struct TrainerOptions {
   int64_t max_steps = 10;
   int64_t max_epochs = 0;  // > 0 caps max_steps at max_epochs * steps_per_epoch

@@ -6,17 +6,23 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lightning/trainer.h"
 #include "sharded/checkpoint/checkpoint_root.h"
 #include "sharded/checkpoint/fault_injecting_storage.h"
 
 namespace shardlight::simulate {
 
-FaultInjector::FaultInjector(FaultPlan plan, std::chrono::milliseconds collective_timeout)
-    : plan_(plan), collective_timeout_(collective_timeout) {}
+FaultInjector::FaultInjector(FaultPlan plan, std::chrono::milliseconds collective_timeout, int64_t checkpoint_every)
+    : plan_(plan), collective_timeout_(collective_timeout), checkpoint_every_(checkpoint_every) {}
+
+absl::Status FaultInjector::OnTrainStart(const lightning::TrainState& state) {
+  rank_ = state.rank;
+  max_steps_ = state.max_steps;
+  last_save_step_ = state.start_step;
+  return absl::OkStatus();
+}
 
 absl::Status FaultInjector::OnStepEnd(const lightning::TrainState& state, int64_t step, double) {
-  rank_ = state.rank;
-  last_step_ = step;
   if (state.rank != plan_.rank || step != plan_.step) return absl::OkStatus();
   switch (plan_.kind) {
     case FaultKind::kCrash:
@@ -44,15 +50,19 @@ std::shared_ptr<sharded::checkpoint::Storage> FaultInjector::SaveStorage() {
       sharded::checkpoint::PosixStorage(), [this](StorageOp op, const std::string& path) {
         const bool data_file_sync = op == StorageOp::kSync && absl::StrContains(path, "/.tmp-") &&
                                     absl::EndsWith(path, ".safetensors");
-        // The save of step K: a root's step directory names its step (a
-        // background save may end while training is steps further); a plain
-        // checkpoint's save is the one after step K ended.
         const bool save_fault = plan_.kind == FaultKind::kSaveCrash || plan_.kind == FaultKind::kSaveDelay;
         if (!save_fault || rank_ != plan_.rank || !data_file_sync) return absl::OkStatus();
+        // The save of step K: a root's step directory names its step; in a
+        // plain directory this is the next save of the schedule.
+        int64_t scheduled = last_save_step_ + 1;
+        while (scheduled < max_steps_ && !lightning::CheckpointsAfterStep(scheduled, max_steps_, checkpoint_every_)) {
+          ++scheduled;
+        }
+        last_save_step_ = scheduled;
         const std::string dir = path.substr(0, path.rfind('/'));
         const std::optional<int64_t> root_step =
             sharded::checkpoint::ParseStepDirName(absl::string_view(dir).substr(dir.rfind('/') + 1));
-        if (root_step.value_or(last_step_) != plan_.step || fired_.exchange(true)) return absl::OkStatus();
+        if (root_step.value_or(scheduled) != plan_.step || fired_.exchange(true)) return absl::OkStatus();
         if (plan_.kind == FaultKind::kSaveDelay) {
           std::this_thread::sleep_for(plan_.delay);
           return absl::OkStatus();

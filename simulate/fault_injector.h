@@ -2,8 +2,11 @@
 // inside a Trainer run: a callback that crashes, delays or stalls the plan's
 // rank after the plan's step, plus, for save-crash (save-delay), a checkpoint
 // storage that fails (delays) that rank's data-file fsync in the save of that
-// step. A background save (async_checkpoint) may end steps later: aim at it
-// with a checkpoint root (keep_last > 0), whose step directories name the step.
+// step. A background save (async_checkpoint) may write while training is
+// steps further: a save is known by its step directory in a checkpoint root,
+// and in a plain checkpoint directory by its place in the Trainer's schedule
+// (saves are one at a time, one data file per rank each: the n-th data-file
+// fsync of this rank's Fit is the n-th save's).
 #ifndef SHARDLIGHT_SIMULATE_FAULT_INJECTOR_H_
 #define SHARDLIGHT_SIMULATE_FAULT_INJECTOR_H_
 
@@ -20,9 +23,11 @@ namespace shardlight::simulate {
 
 class FaultInjector : public lightning::Callback {
  public:
-  // `collective_timeout` sizes the stall of a kTimeout plan.
-  FaultInjector(FaultPlan plan, std::chrono::milliseconds collective_timeout);
+  // `collective_timeout` sizes the stall of a kTimeout plan;
+  // `checkpoint_every` is the Trainer's (lightning::CheckpointsAfterStep).
+  FaultInjector(FaultPlan plan, std::chrono::milliseconds collective_timeout, int64_t checkpoint_every);
 
+  absl::Status OnTrainStart(const lightning::TrainState& state) override;
   absl::Status OnStepEnd(const lightning::TrainState& state, int64_t step, double loss) override;
   // For TrainerOptions::save_options.storage: POSIX, except that in the save
   // of step K (the plan's: in step-<K>/ of a root, else the save after step
@@ -34,9 +39,12 @@ class FaultInjector : public lightning::Callback {
  private:
   FaultPlan plan_;
   std::chrono::milliseconds collective_timeout_;
-  // This rank and its last completed step: a save follows a step's end.
+  const int64_t checkpoint_every_;
   std::atomic<int> rank_{-1};
-  std::atomic<int64_t> last_step_{-1};
+  std::atomic<int64_t> max_steps_{0};
+  // The step of the last save whose data file this rank fsynced (the
+  // start step before the first).
+  std::atomic<int64_t> last_save_step_{0};
   std::atomic<bool> fired_{false};  // the save fault happens once
 };
 

@@ -92,7 +92,7 @@ absl::StatusOr<RankResult> TrainRank(const TrainingRunOptions& options, c10::int
   std::vector<std::shared_ptr<lightning::Callback>> callbacks = {on_load};
   if (options.min_step_time.count() > 0) callbacks.push_back(std::make_shared<MinStepTime>(options.min_step_time));
   if (options.fault) {
-    auto injector = std::make_shared<FaultInjector>(*options.fault, options.collective_timeout);
+    auto injector = std::make_shared<FaultInjector>(*options.fault, options.collective_timeout, options.checkpoint_every);
     trainer_options.save_options.storage = injector->SaveStorage();
     callbacks.push_back(injector);
   }
