@@ -12,9 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,14 +45,8 @@ using ::testing::HasSubstr;
 
 constexpr uint64_t kSeed = 31;
 
+using sharded::checkpoint::testing::FileContents;
 using sharded::checkpoint::testing::FreshDir;
-
-std::string ReadFile(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // The data files of a checkpoint directory, by name order (rank order).
 std::vector<std::string> DataFiles(const std::string& dir) {
@@ -69,7 +61,7 @@ std::vector<std::string> DataFiles(const std::string& dir) {
   };
   std::sort(paths.begin(), paths.end(), [&](const auto& a, const auto& b) { return rank_part(a) < rank_part(b); });
   std::vector<std::string> out;
-  for (const auto& p : paths) out.push_back(ReadFile(p));
+  for (const auto& p : paths) out.push_back(FileContents(p.string()));
   return out;
 }
 
@@ -203,7 +195,7 @@ class StepRecorder : public Recorder {
     events.push_back(absl::StrCat("step ", step));
     if (step == 5) {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-      while (ReadFile(root_ + "/latest").find("step-000004") == std::string::npos &&
+      while (FileContents(root_ + "/latest").find("step-000004") == std::string::npos &&
              std::chrono::steady_clock::now() < deadline) {
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       }

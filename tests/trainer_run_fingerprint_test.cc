@@ -5,9 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
-#include <sstream>
 #include <string>
 
+#include "sharded/checkpoint/checkpoint_testing.h"
 #include "sharded/checkpoint/index.h"
 #include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
@@ -17,13 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 namespace ckpt = sharded::checkpoint;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 void WriteFile(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
 
@@ -52,8 +45,8 @@ TEST(RunFingerprintTest, TheIndexRecordsTheRunButNotTheWorldSize) {
   TempDir a, b;
   ASSERT_TRUE(RunTraining(Options(a.path(), 2, 2, 7)).ok());
   ASSERT_TRUE(RunTraining(Options(b.path(), 3, 2, 7)).ok());
-  auto ia = ckpt::ParseIndex(ReadFile(a.path() + "/index.json"), "a");
-  auto ib = ckpt::ParseIndex(ReadFile(b.path() + "/index.json"), "b");
+  auto ia = ckpt::ParseIndex(ckpt::testing::FileContents(a.path() + "/index.json"), "a");
+  auto ib = ckpt::ParseIndex(ckpt::testing::FileContents(b.path() + "/index.json"), "b");
   ASSERT_TRUE(ia.ok() && ib.ok()) << ia.status() << ib.status();
   EXPECT_EQ(ia->run.at("seed"), "7");
   EXPECT_EQ(ia->run.at("lr"), "0.05");
@@ -65,7 +58,7 @@ TEST(RunFingerprintTest, TheIndexRecordsTheRunButNotTheWorldSize) {
 TEST(RunFingerprintTest, AnotherRunsCheckpointIsRefusedOnEveryRankUntouched) {
   TempDir dir;
   ASSERT_TRUE(RunTraining(Options(dir.path(), 4, 4, 1)).ok());
-  const std::string index = ReadFile(dir.path() + "/index.json");
+  const std::string index = ckpt::testing::FileContents(dir.path() + "/index.json");
   // The example: another seed (and world size, which is allowed).
   TrainingRunOptions other = Options(dir.path(), 2, 8, 99);
   for (const std::string& e : RankErrors(other)) {
@@ -83,7 +76,7 @@ TEST(RunFingerprintTest, AnotherRunsCheckpointIsRefusedOnEveryRankUntouched) {
     EXPECT_THAT(e, HasSubstr("different run: model structure differs (key 'table': Float[96, 8] there, "
                              "Float[64, 8] here)"));
   }
-  EXPECT_EQ(ReadFile(dir.path() + "/index.json"), index) << "a refused resume changed the checkpoint";
+  EXPECT_EQ(ckpt::testing::FileContents(dir.path() + "/index.json"), index) << "a refused resume changed the checkpoint";
 }
 
 TEST(RunFingerprintTest, AllowDifferentRunResumesAndRecordsTheNewRun) {
@@ -95,7 +88,7 @@ TEST(RunFingerprintTest, AllowDifferentRunResumesAndRecordsTheNewRun) {
   ASSERT_TRUE(resumed.ok()) << resumed.status();
   EXPECT_EQ(resumed->ranks[0].start_step, 3);
   EXPECT_EQ(resumed->ranks[0].end_step, 5);
-  auto index = ckpt::ParseIndex(ReadFile(dir.path() + "/index.json"), "i");
+  auto index = ckpt::ParseIndex(ckpt::testing::FileContents(dir.path() + "/index.json"), "i");
   ASSERT_TRUE(index.ok()) << index.status();
   EXPECT_EQ(index->run.at("seed"), "99");
 }
@@ -104,7 +97,7 @@ TEST(RunFingerprintTest, ACheckpointWithoutARecordResumes) {
   TempDir dir;
   ASSERT_TRUE(RunTraining(Options(dir.path(), 2, 3, 1)).ok());
   // As written before records existed: no "run" line.
-  std::string text = ckpt::UnsealIndex(ReadFile(dir.path() + "/index.json"));
+  std::string text = ckpt::UnsealIndex(ckpt::testing::FileContents(dir.path() + "/index.json"));
   const size_t at = text.find(" \"run\": [");
   ASSERT_NE(at, std::string::npos);
   text.erase(at, text.find('\n', at) + 1 - at);
@@ -117,7 +110,7 @@ TEST(RunFingerprintTest, ACheckpointWithoutARecordResumes) {
 TEST(RunFingerprintTest, ARerunOfAFinishedRunTrainsAndSavesNothing) {
   TempDir dir;
   ASSERT_TRUE(RunTraining(Options(dir.path(), 2, 4, 1)).ok());
-  const std::string index = ReadFile(dir.path() + "/index.json");
+  const std::string index = ckpt::testing::FileContents(dir.path() + "/index.json");
   for (int64_t steps : {4, 2}) {
     auto again = RunTraining(Options(dir.path(), 3, steps, 1));
     ASSERT_TRUE(again.ok()) << again.status();
@@ -127,7 +120,7 @@ TEST(RunFingerprintTest, ARerunOfAFinishedRunTrainsAndSavesNothing) {
       EXPECT_EQ(s.checkpoints_saved, 0);
     }
   }
-  EXPECT_EQ(ReadFile(dir.path() + "/index.json"), index);
+  EXPECT_EQ(ckpt::testing::FileContents(dir.path() + "/index.json"), index);
 }
 
 }  // namespace

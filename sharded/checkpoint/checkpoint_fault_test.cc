@@ -12,7 +12,6 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
-#include <sstream>
 #include <stdexcept>
 
 #include "absl/strings/match.h"
@@ -41,13 +40,6 @@ std::vector<TensorSpec> Layout(int world = kWorld) {
   return {{"w", {37, 8}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, world)},
           {"v", {5, 3}, c10::ScalarType::Long, ChunkShardingSpec::OnRanks(1, world)},
           {"step", {}, c10::ScalarType::Long, std::nullopt}};
-}
-
-std::string ReadText(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::vector<std::string> Names(const std::string& dir) {
@@ -193,7 +185,7 @@ TEST_P(FailedSaveTest, PreviousCheckpointSurvivesAndTheNewOneIsInvisible) {
   const std::string dir = testing::FreshDir(Describe(fault));
   absl::Status saved = Save(dir, kWorld, kOld);
   ASSERT_TRUE(saved.ok()) << saved;
-  const std::string index_before = ReadText(JoinPath(dir, kIndexFileName));
+  const std::string index_before = testing::FileContents(JoinPath(dir, kIndexFileName));
   const std::vector<std::string> files_before = Names(dir);
 
   // A status or an exception: every rank returns the same error, naming the
@@ -210,7 +202,7 @@ TEST_P(FailedSaveTest, PreviousCheckpointSurvivesAndTheNewOneIsInvisible) {
 
   // Nothing was committed: the index is byte-identical and still loads, at
   // the old world size and another one.
-  EXPECT_EQ(ReadText(JoinPath(dir, kIndexFileName)), index_before);
+  EXPECT_EQ(testing::FileContents(JoinPath(dir, kIndexFileName)), index_before);
   absl::Status loaded = LoadAndCheck(dir, kWorld, kOld);
   EXPECT_TRUE(loaded.ok()) << loaded;
   loaded = LoadAndCheck(dir, 3, kOld);
@@ -252,7 +244,7 @@ TEST_P(NotDurableTest, CommittedButOldFilesKept) {
   const std::string dir = testing::FreshDir(Describe(fault));
   absl::Status saved = Save(dir, kWorld, kOld);
   ASSERT_TRUE(saved.ok()) << saved;
-  const std::string index_before = ReadText(JoinPath(dir, kIndexFileName));
+  const std::string index_before = testing::FileContents(JoinPath(dir, kIndexFileName));
   const std::vector<std::string> files_before = Names(dir);
 
   const std::vector<absl::Status> per_rank = FaultySave(dir, fault);
@@ -264,7 +256,7 @@ TEST_P(NotDurableTest, CommittedButOldFilesKept) {
                                        "into place) but may not be durable: ",
                                        ExpectedError(fault), "; the previous checkpoint's files were kept")));
   }
-  EXPECT_NE(ReadText(JoinPath(dir, kIndexFileName)), index_before);
+  EXPECT_NE(testing::FileContents(JoinPath(dir, kIndexFileName)), index_before);
   absl::Status loaded = LoadAndCheck(dir, 3, kNew);
   EXPECT_TRUE(loaded.ok()) << loaded;
   const std::vector<std::string> files_after = Names(dir);

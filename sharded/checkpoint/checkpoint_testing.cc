@@ -3,7 +3,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "sharded/tensor_region.h"
@@ -31,6 +33,13 @@ std::string FreshDir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+std::string FileContents(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
 }
 
 at::Tensor KeyedReference(const std::string& key, const std::vector<int64_t>& sizes, c10::ScalarType dtype, int salt) {

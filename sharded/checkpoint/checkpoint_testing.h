@@ -31,6 +31,9 @@ simulate::ClusterOptions Options();
 // $TEST_TMPDIR/name, created empty.
 std::string FreshDir(const std::string& name);
 
+// The bytes of the file at `path` ("" when it cannot be read).
+std::string FileContents(const std::string& path);
+
 // The global values of `key`: every element distinct (within the dtype's
 // range) and different for different keys and salts.
 at::Tensor KeyedReference(const std::string& key, const std::vector<int64_t>& sizes, c10::ScalarType dtype, int salt);
