@@ -1,35 +1,15 @@
 #include "sharded/process_groups.h"
 
 #include "absl/strings/str_cat.h"
+#include "sharded/compat/c10d_compat.h"
 #include "sharded/no_throw.h"
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/api/include/torch/version.h>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
-#ifdef USE_C10D_NCCL
-#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
-#endif
 
 namespace shardlight::sharded {
-namespace {
-
-#if TORCH_VERSION_MAJOR >= 2
-// 2.x: a ProcessGroup that dispatches `device_type` tensors to `backend`.
-c10::intrusive_ptr<c10d::ProcessGroup> Wrap(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-                                            const std::string& name, std::chrono::milliseconds timeout,
-                                            c10::DeviceType device_type, c10d::ProcessGroup::BackendType type,
-                                            c10::intrusive_ptr<c10d::Backend> backend) {
-  auto options = c10::make_intrusive<c10d::ProcessGroup::Options>(name, timeout);
-  auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size, options);
-  pg->setBackend(device_type, type, backend);
-  return pg;
-}
-#endif
-
-}  // namespace
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceForInterface(const std::string& interface) {
   auto device = NoThrow([&]() -> absl::StatusOr<std::shared_ptr<gloo::transport::Device>> {
-    return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+    return compat::NewGlooDeviceForInterface(interface);
   });
   if (device.ok()) return device;
   return absl::InvalidArgumentError(
@@ -38,7 +18,7 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceForInterface(
 
 absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceForAddress(const std::string& address) {
   auto device = NoThrow([&]() -> absl::StatusOr<std::shared_ptr<gloo::transport::Device>> {
-    return c10d::ProcessGroupGloo::createDeviceForHostname(address);
+    return compat::NewGlooDeviceForHostname(address);
   });
   if (device.ok()) return device;
   return absl::InvalidArgumentError(absl::StrCat("no Gloo device bound to '", address, "': ", device.status().message()));
@@ -54,16 +34,7 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGlooGroup(const c10::
     device = *made;
   }
   auto pg = NoThrow([&]() -> absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> {
-    auto gloo_options = c10d::ProcessGroupGloo::Options::create(options.timeout);
-    gloo_options->devices.push_back(device);
-    gloo_options->threads = options.threads;
-    auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, gloo_options);
-#if TORCH_VERSION_MAJOR >= 2
-    return Wrap(store, rank, size, "gloo", options.timeout, c10::DeviceType::CPU,
-                c10d::ProcessGroup::BackendType::GLOO, gloo);
-#else
-    return c10::intrusive_ptr<c10d::ProcessGroup>(gloo);
-#endif
+    return compat::NewGlooGroup(store, rank, size, options.timeout, options.threads, device);
   });
   if (pg.ok()) return pg;
   return absl::UnavailableError(absl::StrCat("rank ", rank, " of ", size, " could not connect its Gloo group: ",
@@ -80,40 +51,22 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> GroupFactory::Make(const 
   return pg;
 }
 
-bool HasNccl() {
-#ifdef USE_C10D_NCCL
-  return true;
-#else
-  return false;
-#endif
-}
+bool HasNccl() { return compat::HasNccl(); }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeNcclGroup(const c10::intrusive_ptr<c10d::Store>& store,
                                                                       int rank, int size,
                                                                       std::chrono::milliseconds timeout) {
-#ifdef USE_C10D_NCCL
+  if (!HasNccl()) {
+    return absl::FailedPreconditionError(
+        "this LibTorch has no NCCL (not a CUDA build); use the gloo backend, or build against a CUDA LibTorch "
+        "(--config=torch2 or SHARDLIGHT_LIBTORCH; README.md, \"Which LibTorch\")");
+  }
   auto pg = NoThrow([&]() -> absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> {
-    auto options = c10d::ProcessGroupNCCL::Options::create();
-    options->timeout = timeout;
-    auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
-#if TORCH_VERSION_MAJOR >= 2
-    return Wrap(store, rank, size, "nccl", timeout, c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
-#else
-    return c10::intrusive_ptr<c10d::ProcessGroup>(nccl);
-#endif
+    return compat::NewNcclGroup(store, rank, size, timeout);
   });
   if (pg.ok()) return pg;
   return absl::UnavailableError(
       absl::StrCat("rank ", rank, " of ", size, " could not create its NCCL group: ", pg.status().message()));
-#else
-  (void)store;
-  (void)rank;
-  (void)size;
-  (void)timeout;
-  return absl::FailedPreconditionError(
-      "this LibTorch has no NCCL (not a CUDA build); use the gloo backend, or build with SHARDLIGHT_LIBTORCH "
-      "pointing at a CUDA LibTorch");
-#endif
 }
 
 }  // namespace shardlight::sharded

@@ -1,9 +1,7 @@
 // Process-group construction in one place, for every LibTorch this builds
-// against. LibTorch 1.x's ProcessGroupGloo/ProcessGroupNCCL are ProcessGroups;
-// 2.x turned them into c10d::Backend objects that a ProcessGroup dispatches
-// to. Callers get a c10d::ProcessGroup either way; the difference is gated on
-// TORCH_VERSION_MAJOR at compile time. (Only the 1.x branch is compiled by
-// this repository's CI, against Debian's LibTorch 1.13.)
+// against, with errors as statuses. What differs between LibTorch 1.x and 2.x
+// (groups that are backends, or fronts over them) is sharded/compat's; CI
+// builds and tests both (Debian's 1.13, the torch 2.x wheel).
 #ifndef SHARDLIGHT_SHARDED_PROCESS_GROUPS_H_
 #define SHARDLIGHT_SHARDED_PROCESS_GROUPS_H_
 

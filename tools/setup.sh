@@ -1,7 +1,16 @@
 #!/usr/bin/env bash
-# Installs every Debian package that shardlight's build, tests and tools need.
+# Installs every Debian package that shardlight's build, tests and tools need;
+# with --torch2 also the pinned LibTorch 2.x (tools/setup_torch2.sh).
 # Idempotent: when everything is present it only checks and exits in seconds.
 set -euo pipefail
+
+torch2=0
+for arg in "$@"; do
+  case "$arg" in
+    --torch2) torch2=1 ;;
+    *) echo "setup: unknown argument '$arg' (usage: tools/setup.sh [--torch2])" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   bazel-bootstrap        # Bazel 4.2.3 (offline; see tools/bazel/README.md)
@@ -15,6 +24,7 @@ packages=(
   nlohmann-json3-dev     # JSON for checkpoint indexes
   libbenchmark-dev       # benchmarks
   python3-torch          # torchrun (real-process tests, README) and Python PyTorch (interop tests)
+  python3-venv           # the torch 2.x virtual environment (--torch2)
   openmpi-bin            # mpirun (real-process tests)
   iproute2               # ip netns + veth (the two-host test)
   procps                 # pgrep (the kill tests find a worker by rank)
@@ -31,6 +41,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#packages[@]} packages present"
+  [ $torch2 -eq 0 ] || exec bash "$(dirname "$0")/setup_torch2.sh"
   exit 0
 fi
 
@@ -49,3 +60,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq || "${sudo[@]}" apt-get update
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "setup: done"
+[ $torch2 -eq 0 ] || exec bash "$(dirname "$0")/setup_torch2.sh"

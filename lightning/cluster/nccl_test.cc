@@ -1,10 +1,12 @@
 // The CUDA path: a one-process NCCL group from InitDistributed, and sharded
-// tensors placed on "rank:0/cuda:0" created, all-reduced and gathered there.
-// Skipped, with the reason, on a CPU-only LibTorch or a machine with no GPU
-// (tagged "gpu": run it where one is lent).
+// tensors placed on "rank:0/cuda:0" created, all-reduced and gathered there,
+// allgathered through NCCL, and checkpointed from CUDA shards and loaded back
+// onto them. Skipped, with the reason, on a CPU-only LibTorch or a machine
+// with no GPU (tagged "gpu": tools/gpu_check.sh runs it where one is lent).
 #include "gtest/gtest.h"
 #include "lightning/cluster/distributed.h"
 #include "lightning/cluster/free_port.h"
+#include "sharded/checkpoint/checkpoint.h"
 #include "sharded/collectives.h"
 #include "sharded/factories.h"
 #include "sharded/process_groups.h"
@@ -14,9 +16,26 @@
 namespace shardlight::lightning::cluster {
 namespace {
 
+// Why this machine cannot run the CUDA path, or "" when it can.
+std::string WhyNoGpu() {
+  if (!sharded::HasNccl()) return "this LibTorch is not a CUDA build (no USE_C10D_NCCL)";
+  if (!at::hasCUDA() || at::detail::getCUDAHooks().getNumGPUs() < 1) {
+    return "a CUDA LibTorch, but no CUDA device here (tools/gpu_check.sh on a GPU machine)";
+  }
+  return "";
+}
+
+absl::StatusOr<std::unique_ptr<DistributedContext>> OneGpuJob() {
+  ProcessPlacement p;
+  p.launcher = "test";
+  p.master_port = FreePort();
+  DistributedOptions o;
+  o.device = "cuda";
+  return InitDistributed(p, o);
+}
+
 TEST(Nccl, ShardsOnTheGpuThroughAnNcclGroup) {
-  if (!sharded::HasNccl()) GTEST_SKIP() << "this LibTorch is not a CUDA build (no USE_C10D_NCCL)";
-  if (!at::hasCUDA() || at::detail::getCUDAHooks().getNumGPUs() < 1) GTEST_SKIP() << "no CUDA device here";
+  if (std::string why = WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
   ProcessPlacement p;
   p.launcher = "test";
   p.master_port = FreePort();
@@ -38,6 +57,52 @@ TEST(Nccl, ShardsOnTheGpuThroughAnNcclGroup) {
   auto full = st->FullTensor();
   ASSERT_TRUE(full.ok()) << full.status();
   EXPECT_TRUE(full->is_cuda());
+  EXPECT_EQ((*ctx)->Leave(), absl::OkStatus());
+}
+
+TEST(Nccl, AllgatherOnTheGpu) {
+  if (std::string why = WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
+  auto ctx = OneGpuJob();
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto& pg = (*ctx)->pg();
+  auto cuda = at::TensorOptions().device("cuda:0");
+  std::vector<at::Tensor> in = {at::arange(6, cuda.dtype(at::kFloat))};
+  std::vector<std::vector<at::Tensor>> out = {{at::empty({6}, cuda.dtype(at::kFloat))}};
+  ASSERT_TRUE(sharded::RunCollective(*pg, "allgather", [&] { return pg->allgather(out, in); }).ok());
+  EXPECT_TRUE(out[0][0].is_cuda());
+  EXPECT_TRUE(at::equal(out[0][0].cpu(), at::arange(6, at::kFloat)));
+  EXPECT_EQ((*ctx)->Leave(), absl::OkStatus());
+}
+
+// Saved from CUDA shards (the bytes go through host memory), loaded into
+// fresh CUDA shards: bit-exact.
+TEST(Nccl, CheckpointRoundTripFromCudaShards) {
+  if (std::string why = WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
+  auto ctx = OneGpuJob();
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto& pg = (*ctx)->pg();
+  sharded::ChunkShardingSpec spec;
+  spec.dim = 0;
+  spec.placements = {*sharded::ParsePlacement("rank:0/cuda:0")};
+  auto st = sharded::Randn(spec, {64, 8}, 5, {}, pg);
+  ASSERT_TRUE(st.ok()) << st.status();
+  sharded::StateDict saved;
+  ASSERT_TRUE(saved.Insert("table", *st).ok());
+  ASSERT_TRUE(saved.Insert("bias", at::linspace(0, 1, 8, at::TensorOptions().device("cuda:0"))).ok());
+  std::string dir = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/nccl_ckpt";
+  ASSERT_EQ(sharded::SaveCheckpoint(saved, dir, *pg), absl::OkStatus());
+
+  auto empty = sharded::Zeros(spec, {64, 8}, {}, pg);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  sharded::StateDict loaded;
+  ASSERT_TRUE(loaded.Insert("table", *empty).ok());
+  ASSERT_TRUE(loaded.Insert("bias", at::zeros({8}, at::TensorOptions().device("cuda:0"))).ok());
+  ASSERT_EQ(sharded::LoadCheckpoint(loaded, dir, *pg), absl::OkStatus());
+  auto want = st->FullTensor();
+  auto got = empty->FullTensor();
+  ASSERT_TRUE(want.ok() && got.ok());
+  EXPECT_TRUE(got->is_cuda());
+  EXPECT_TRUE(at::equal(want->cpu(), got->cpu()));
   EXPECT_EQ((*ctx)->Leave(), absl::OkStatus());
 }
 

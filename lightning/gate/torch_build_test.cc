@@ -30,16 +30,21 @@ TorchBuild Build(TorchBuildParts parts) {
 
 BackendBuild Gloo() { return {C10dBackend::kGloo, true, RequiredCollectives()}; }
 
+// Both real builds CI meets (Debian's 1.13 CPU, the torch 2.x CUDA wheel):
+// the expected version and CUDA come from the LibTorch's files
+// (SHARDLIGHT_EXPECT_*, lightning/gate/BUILD.bazel), the gate reads them from
+// the loaded library.
 TEST(TorchBuildTest, CurrentDescribesThisMachinesLibTorch) {
   absl::StatusOr<TorchBuild> build = TorchBuild::Current();
   ASSERT_TRUE(build.ok()) << build.status();
-  EXPECT_EQ(build->library_version().Major(), 1);
-  EXPECT_EQ(build->library_version().Minor(), 13);
-  EXPECT_EQ(build->headers().major, 1);
-  EXPECT_EQ(build->headers().minor, 13);
+  EXPECT_EQ(build->library_version().Major(), SHARDLIGHT_EXPECT_TORCH_MAJOR);
+  EXPECT_EQ(build->library_version().Minor(), SHARDLIGHT_EXPECT_TORCH_MINOR);
+  EXPECT_EQ(build->headers().major, SHARDLIGHT_EXPECT_TORCH_MAJOR);
+  EXPECT_EQ(build->headers().minor, SHARDLIGHT_EXPECT_TORCH_MINOR);
   EXPECT_TRUE(build->HeadersMatchLibrary());
   ASSERT_TRUE(build->version().ok()) << build->version().status();
-  EXPECT_EQ(build->version()->Minor(), 13);
+  EXPECT_EQ(build->version()->Major(), SHARDLIGHT_EXPECT_TORCH_MAJOR);
+  EXPECT_EQ(build->version()->Minor(), SHARDLIGHT_EXPECT_TORCH_MINOR);
   EXPECT_THAT(build->parts().show_config, HasSubstr("Build settings:"));
   EXPECT_TRUE(build->settings().Flag("USE_MPI").has_value());
 
@@ -48,7 +53,16 @@ TEST(TorchBuildTest, CurrentDescribesThisMachinesLibTorch) {
   EXPECT_TRUE(gloo->library_has_class);
   EXPECT_EQ(gloo->collectives, RequiredCollectives());
   EXPECT_EQ(build->UsableBackend(C10dBackend::kGloo), gloo);
-#ifndef USE_C10D_NCCL
+#if SHARDLIGHT_EXPECT_CUDA
+  // A CUDA build: NCCL compiled in (USE_C10D_NCCL), the library's NCCL class
+  // and every collective present, its build description says CUDA.
+  const BackendBuild* nccl = build->Backend(C10dBackend::kNccl);
+  ASSERT_NE(nccl, nullptr) << "USE_C10D_NCCL is defined by @libtorch for a CUDA LibTorch";
+  EXPECT_TRUE(nccl->library_has_class);
+  EXPECT_EQ(nccl->collectives, RequiredCollectives());
+  EXPECT_EQ(build->settings().Flag("USE_CUDA"), true);
+  EXPECT_EQ(build->settings().Flag("USE_NCCL"), true);
+#else
   EXPECT_EQ(build->Backend(C10dBackend::kNccl), nullptr);
   EXPECT_EQ(build->settings().Flag("USE_CUDA"), false);
 #endif
@@ -65,7 +79,10 @@ TEST(TorchBuildTest, LibrarySymbolTableMatchesThisLibrary) {
     EXPECT_TRUE(LibraryExportsCollective(C10dBackend::kGloo, c)) << c;
   }
   EXPECT_FALSE(LibraryExportsCollective(C10dBackend::kGloo, "allreduce_everything"));
-#ifndef USE_C10D_NCCL
+#if SHARDLIGHT_EXPECT_CUDA
+  EXPECT_TRUE(LibraryExportsBackendClass(C10dBackend::kNccl));
+  EXPECT_TRUE(LibraryExportsCollective(C10dBackend::kNccl, "allgather"));
+#else
   EXPECT_FALSE(LibraryExportsBackendClass(C10dBackend::kNccl));
   EXPECT_FALSE(LibraryExportsCollective(C10dBackend::kNccl, "allgather"));
 #endif

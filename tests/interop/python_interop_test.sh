@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# shardlight <-> Python PyTorch, both ways, with Debian's python3-torch:
+# shardlight <-> Python PyTorch, both ways, with the Python torch of the
+# LibTorch the build uses (peer.sh: Debian's python3-torch, or the 2.x wheel's):
 # Python writes a state dict (every dtype, views, 0-d) and a Lightning .ckpt
 # -> ckpt import -> load on 3 simulated ranks, values equal to Python's dumps
 # -> C++ trains -> ckpt export -> Python torch.load(weights_only=True) finds
 # the values it computes itself. A hostile pickle is refused without running.
 set -u
 ckpt="$1"; helper="$2"; make_files="$3"; check="$4"
+# shellcheck source=/dev/null
+source "$5"  # LIBTORCH_PYTHON, LIBTORCH_VERSION
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 fail() { echo "FAIL: $*" >&2; exit 1; }
-py=""
-for p in /usr/bin/python3 python3; do
-  if "$p" -c 'import torch' 2>/dev/null; then py="$p"; break; fi
-done
-[ -n "$py" ] || fail "no python3 with torch (install python3-torch: bash tools/setup.sh)"
+if [ -z "$LIBTORCH_PYTHON" ]; then
+  echo "SKIP: the LibTorch at $LIBTORCH_PREFIX comes without Python (a libtorch zip); the interop test needs the torch it belongs to"
+  exit 0
+fi
+py="$LIBTORCH_PYTHON"
+"$py" -c 'import torch' 2>/dev/null || fail "$py cannot import torch (bash tools/setup.sh, or tools/setup.sh --torch2)"
+got=$("$py" -c 'import torch; print(torch.__version__.split("+")[0])' 2>/dev/null)
+[ "${got%.*}" = "${LIBTORCH_VERSION%.*}" ] || fail "$py has torch $got but the build's LibTorch is $LIBTORCH_VERSION"
 
 "$py" "$make_files" "$tmp" || fail "python could not write the input files"
 

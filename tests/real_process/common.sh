@@ -1,28 +1,35 @@
-# Shared by the real-process tests: paths, torchrun as Debian's needs it,
-# digests, and finding one worker of a running job.
-# Usage: source common.sh TRAIN_BIN CLUSTER_BIN CKPT_BIN
+# Shared by the real-process tests: paths, the torchrun of the LibTorch the
+# build uses, digests, and finding one worker of a running job.
+# Usage: source common.sh TRAIN_BIN CLUSTER_BIN CKPT_BIN PEER_SH
 set -u
 train_bin=$(realpath "$1")
 cluster_bin=$(realpath "$2")
 ckpt_bin=$(realpath "$3")
+# shellcheck source=/dev/null
+source "$4"  # LIBTORCH_TORCHRUN, LIBTORCH_TORCHRUN_FLAGS (@libtorch//:peer.sh)
 work=$(mktemp -d "${TEST_TMPDIR:-/tmp}/real.XXXXXX")
 logs="$work/torchrun-logs"
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 note() { echo "--- $*"; }
 
-command -v torchrun >/dev/null || fail "torchrun is missing: run tools/setup.sh (it installs python3-torch)"
+if [ -z "$LIBTORCH_TORCHRUN" ]; then
+  echo "SKIP: the LibTorch at $LIBTORCH_PREFIX comes without Python, so without torchrun (a libtorch zip); real-process tests need the torch it belongs to"
+  exit 0
+fi
+[ -x "$LIBTORCH_TORCHRUN" ] || fail "torchrun $LIBTORCH_TORCHRUN is missing: run tools/setup.sh (python3-torch), or tools/setup.sh --torch2"
+torchrun() { "$LIBTORCH_TORCHRUN" "$@"; }
 
 # Debian 12's torchrun crashes with its default --redirects/--tee (Python 3.11);
-# redirecting stderr works: workers' stderr is tee'd with a [defaultN]: prefix
-# and kept under --log_dir.
+# redirecting stderr works (peer.sh's LIBTORCH_TORCHRUN_FLAGS): workers'
+# stderr is tee'd with a [defaultN]: prefix and kept under --log_dir.
 # --standalone would always put its rendezvous on port 29400, so concurrent
 # jobs (tests run in parallel) would meet each other: each job gets a free port.
 torchrun_job() {
   local n=$1
   shift
   torchrun --nnodes=1 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$(free_port)" --rdzv_id="job$RANDOM" \
-    --nproc_per_node="$n" --no_python --redirects=2 --tee=2 --log_dir="$logs" "$@"
+    --nproc_per_node="$n" --no_python $LIBTORCH_TORCHRUN_FLAGS --log_dir="$logs" "$@"
 }
 
 free_port() {

@@ -42,8 +42,8 @@ host() {
   local ns=$1 name=$2 nproc=$3 job=$4
   shift 4
   ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$name" \
-    torchrun --nnodes=2 --nproc_per_node="$nproc" --rdzv_backend=c10d --rdzv_endpoint="sl-host-a:29400" \
-    --rdzv_id="$job" --no_python --redirects=2 --tee=2 --log_dir="$logs/$name" --max_restarts=0 \
+    "$LIBTORCH_TORCHRUN" --nnodes=2 --nproc_per_node="$nproc" --rdzv_backend=c10d --rdzv_endpoint="sl-host-a:29400" \
+    --rdzv_id="$job" --no_python $LIBTORCH_TORCHRUN_FLAGS --log_dir="$logs/$name" --max_restarts=0 \
     "$train_bin" --rendezvous_timeout_ms=120000 "$@"
 }
 # job NPROC_A NPROC_B ARGS...: both hosts, waits for both.

@@ -3,8 +3,8 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "libtorch",
-    hdrs = glob(["include/**"], allow_empty = False),
-    includes = ["include", "include/torch/csrc/api/include"],
+    hdrs = glob(["include/**", "cuda/**"], allow_empty = False),
+    includes = %{includes},
     defines = %{defines},
     linkopts = %{linkopts},
     deps = ["@gloo"],
@@ -16,3 +16,7 @@ genrule(
     outs = ["prefix.txt"],
     cmd = "echo '%{prefix}' > $@",
 )
+
+# What the build derived from this LibTorch (build.bzl, for BUILD files), and
+# the Python and torchrun of the same torch (peer.sh, sourced by tests).
+exports_files(["build.bzl", "peer.sh"])

@@ -1,0 +1,82 @@
+#include "sharded/compat/c10d_compat.h"
+
+#include <c10/util/Exception.h>
+#include <torch/csrc/api/include/torch/version.h>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+namespace shardlight::sharded::compat {
+namespace {
+
+#if TORCH_VERSION_MAJOR >= 2
+// 2.x: a ProcessGroup front that dispatches `device_type` tensors to `backend`
+// (as torch.distributed's new_group does: default backend, then the backend).
+c10::intrusive_ptr<c10d::ProcessGroup> Front(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                                             c10::DeviceType device_type, c10d::ProcessGroup::BackendType type,
+                                             c10::intrusive_ptr<c10d::Backend> backend) {
+  auto pg = c10::make_intrusive<c10d::ProcessGroup>(store, rank, size);
+  pg->setDefaultBackend(type);
+  pg->setBackend(device_type, type, backend);
+  return pg;
+}
+#endif
+
+}  // namespace
+
+std::string HeaderVersion() { return TORCH_VERSION; }
+
+bool GroupsDispatchToBackends() { return TORCH_VERSION_MAJOR >= 2; }
+
+c10::intrusive_ptr<c10d::ProcessGroup> NewGlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                    int size, std::chrono::milliseconds timeout, int threads,
+                                                    std::shared_ptr<gloo::transport::Device> device) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(std::move(device));
+  options->threads = threads;
+  auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+#if TORCH_VERSION_MAJOR >= 2
+  return Front(store, rank, size, c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+#else
+  return gloo;
+#endif
+}
+
+std::shared_ptr<gloo::transport::Device> NewGlooDeviceForInterface(const std::string& interface) {
+  return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+}
+
+std::shared_ptr<gloo::transport::Device> NewGlooDeviceForHostname(const std::string& hostname) {
+  return c10d::ProcessGroupGloo::createDeviceForHostname(hostname);
+}
+
+bool HasNccl() {
+#ifdef USE_C10D_NCCL
+  return true;
+#else
+  return false;
+#endif
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> NewNcclGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                                                    int size, std::chrono::milliseconds timeout) {
+#ifdef USE_C10D_NCCL
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+#if TORCH_VERSION_MAJOR >= 2
+  return Front(store, rank, size, c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+#else
+  return nccl;
+#endif
+#else
+  (void)store;
+  (void)rank;
+  (void)size;
+  (void)timeout;
+  TORCH_CHECK(false, "this LibTorch has no NCCL (not a CUDA build)");
+#endif
+}
+
+}  // namespace shardlight::sharded::compat

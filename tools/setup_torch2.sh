@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the pinned LibTorch 2.x: PyPI's torch wheel (a complete LibTorch:
+# torch/include, torch/lib, torch/share/cmake; on x86_64 a CUDA build whose CUDA
+# libraries come as nvidia-* wheels, and which runs on a CPU-only machine) into
+# a virtual environment outside the checkout, keyed by the pinned version, so
+# every clone on this machine (and CI's fresh clone) reuses it. Idempotent: a
+# complete environment is only checked. `bazel ... --config=torch2` builds
+# against it through the link $venv/libtorch (see README.md, "Which LibTorch").
+# Called by `tools/setup.sh --torch2`; Debian's python3-torch (1.13) is untouched.
+set -euo pipefail
+
+torch_version=2.15.0  # the newest torch on PyPI (2026-10); see tools/bazel/README.md
+venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
+python=/usr/bin/python3  # Debian's: python3-venv is in tools/setup.sh's list
+
+check() {
+  [ -x "$venv/bin/python" ] && [ -x "$venv/bin/torchrun" ] && [ -e "$venv/libtorch/include/ATen/ATen.h" ] &&
+    "$venv/bin/python" - "$torch_version" <<'PY' 2>/dev/null
+import sys, torch, torch.distributed as dist
+assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
+assert dist.is_available() and dist.is_gloo_available()
+PY
+}
+
+if check; then
+  echo "setup: torch $torch_version present in $venv"
+  exit 0
+fi
+
+echo "setup: installing torch==$torch_version into $venv (the CUDA wheel and its nvidia-* wheels: several GB, once)"
+mkdir -p "$(dirname "$venv")"
+[ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version"
+site=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
+ln -sfn "$site" "$venv/libtorch"
+check || { echo "setup: torch $torch_version in $venv does not import with Gloo" >&2; exit 1; }
+echo "setup: torch $torch_version ready; LibTorch at $venv/libtorch"
