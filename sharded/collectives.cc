@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "sharded/compat/c10d_compat.h"
 #include "sharded/rank_monitor.h"
 
 namespace shardlight::sharded {
@@ -59,7 +60,7 @@ absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,
   std::vector<int64_t> out_splits = recv_counts;
   std::vector<int64_t> in_splits = send_counts;
   return RunCollective(pg, "alltoall", [&] {
-    return pg.alltoall_base(recv_view, send_view, out_splits, in_splits);
+    return compat::AllToAllSingle(pg, recv_view, send_view, out_splits, in_splits);
   });
 }
 

@@ -90,14 +90,14 @@ TEST(Nccl, CheckpointRoundTripFromCudaShards) {
   ASSERT_TRUE(saved.Insert("table", *st).ok());
   ASSERT_TRUE(saved.Insert("bias", at::linspace(0, 1, 8, at::TensorOptions().device("cuda:0"))).ok());
   std::string dir = std::string(getenv("TEST_TMPDIR") ? getenv("TEST_TMPDIR") : "/tmp") + "/nccl_ckpt";
-  ASSERT_EQ(sharded::SaveCheckpoint(saved, dir, *pg), absl::OkStatus());
+  ASSERT_EQ(sharded::checkpoint::SaveCheckpoint(saved, dir, *pg), absl::OkStatus());
 
   auto empty = sharded::Zeros(spec, {64, 8}, {}, pg);
   ASSERT_TRUE(empty.ok()) << empty.status();
   sharded::StateDict loaded;
   ASSERT_TRUE(loaded.Insert("table", *empty).ok());
   ASSERT_TRUE(loaded.Insert("bias", at::zeros({8}, at::TensorOptions().device("cuda:0"))).ok());
-  ASSERT_EQ(sharded::LoadCheckpoint(loaded, dir, *pg), absl::OkStatus());
+  ASSERT_EQ(sharded::checkpoint::LoadCheckpoint(loaded, dir, *pg), absl::OkStatus());
   auto want = st->FullTensor();
   auto got = empty->FullTensor();
   ASSERT_TRUE(want.ok() && got.ok());

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
+#include "sharded/compat/c10d_compat.h"
 #include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
 
@@ -68,7 +69,7 @@ absl::Status ProbeCollectives(c10d::ProcessGroup& pg, std::chrono::milliseconds 
   }
   at::Tensor a2a_out = full(w * (rank + 1), -1);
   SL_RETURN_IF_ERROR(
-      Run("alltoall_base", timeout, [&] { return pg.alltoall_base(a2a_out, a2a_in, out_splits, in_splits); }));
+      Run("alltoall_base", timeout, [&] { return sharded::compat::AllToAllSingle(pg, a2a_out, a2a_in, out_splits, in_splits); }));
   at::Tensor a2a_want = at::empty({w * (rank + 1)}, at::kLong);
   for (int s = 0; s < w; ++s) a2a_want.narrow(0, s * (rank + 1), rank + 1).fill_(1000 * s + rank);
   SL_RETURN_IF_ERROR(Expect("alltoall_base", "the output", a2a_out, a2a_want));

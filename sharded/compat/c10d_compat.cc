@@ -43,6 +43,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> NewGlooGroup(const c10::intrusive_ptr<c10
 #endif
 }
 
+c10::intrusive_ptr<c10d::Work> AllToAllSingle(c10d::ProcessGroup& pg, at::Tensor& output, at::Tensor& input,
+                                              std::vector<int64_t>& output_splits,
+                                              std::vector<int64_t>& input_splits) {
+#if TORCH_VERSION_MAJOR >= 2
+  return pg.all_to_all_single(output, input, output_splits, input_splits);
+#else
+  return pg.alltoall_base(output, input, output_splits, input_splits);
+#endif
+}
+
 std::shared_ptr<gloo::transport::Device> NewGlooDeviceForInterface(const std::string& interface) {
   return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
 }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -30,6 +31,12 @@ bool GroupsDispatchToBackends();
 c10::intrusive_ptr<c10d::ProcessGroup> NewGlooGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
                                                     int size, std::chrono::milliseconds timeout, int threads,
                                                     std::shared_ptr<gloo::transport::Device> device);
+
+// The uneven all-to-all of one flat buffer each way (1.x: alltoall_base;
+// 2.x renamed it all_to_all_single and deprecated the old name). Collective.
+c10::intrusive_ptr<c10d::Work> AllToAllSingle(c10d::ProcessGroup& pg, at::Tensor& output, at::Tensor& input,
+                                              std::vector<int64_t>& output_splits,
+                                              std::vector<int64_t>& input_splits);
 
 // Gloo transport devices (ProcessGroupGloo's own factories).
 std::shared_ptr<gloo::transport::Device> NewGlooDeviceForInterface(const std::string& interface);

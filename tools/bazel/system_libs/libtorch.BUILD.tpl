@@ -3,7 +3,7 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "libtorch",
-    hdrs = glob(["include/**", "cuda/**"], allow_empty = False),
+    hdrs = glob(["include/**"], allow_empty = False) + glob(["cuda/**"], allow_empty = True),
     includes = %{includes},
     defines = %{defines},
     linkopts = %{linkopts},
