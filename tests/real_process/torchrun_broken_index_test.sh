@@ -30,10 +30,13 @@ restore() {
   cp -a "$1.pristine" "$1"
 }
 
-# Root ignores file modes: the unreadable case needs another user.
-can_deny_reads() {
+# Whether case $2 of part $1 cannot run here, saying why: root ignores file
+# modes, so the unreadable case needs another user.
+skipped() {
+  [ "$2" = unreadable ] || return 1
   touch "$work/probe" && chmod 000 "$work/probe"
-  ! cat "$work/probe" >/dev/null 2>&1
+  cat "$work/probe" >/dev/null 2>&1 || return 1
+  note "$1, $2: skipped (running as root: file modes do not deny reads)"
 }
 
 plain="$work/plain"
@@ -41,10 +44,7 @@ out=$(torchrun_job 2 "$train_bin" --steps=4 --seed=5 --checkpoint_dir="$plain" 2
 cp -a "$plain" "$plain.pristine"
 cp "$plain/index.json" "$work/index.saved"
 for kind in $kinds; do
-  if [ "$kind" = unreadable ] && ! can_deny_reads; then
-    note "plain, $kind: skipped (running as root: file modes do not deny reads)"
-    continue
-  fi
+  skipped plain "$kind" && continue
   why=$(break_index "$plain/index.json" "$kind")
   before=$(snapshot "$plain")
   out=$(torchrun_job 2 "$train_bin" --steps=8 --seed=5 --checkpoint_dir="$plain" 2>&1) && fail "plain, $kind: the resume succeeded: $out"
@@ -64,10 +64,7 @@ out=$(torchrun_job 2 "$train_bin" --steps=4 --seed=5 --checkpoint_every=2 --keep
 cp -a "$root" "$root.pristine"
 cp "$root/step-000004/index.json" "$work/index.saved"
 for kind in $kinds; do
-  if [ "$kind" = unreadable ] && ! can_deny_reads; then
-    note "root, $kind: skipped (running as root: file modes do not deny reads)"
-    continue
-  fi
+  skipped root "$kind" && continue
   why=$(break_index "$root/step-000004/index.json" "$kind")
   before=$(snapshot "$root/step-000004")
   # To step 3 only: the broken step 4 is never saved over.
