@@ -75,7 +75,15 @@ absl::Status LocalStep(LightningModule& module, const DataSource& data, const St
   });
 }
 
-// What checkpoint_dir holds, by rank 0's look, shared with all.
+// A removal log that prints each line, after `prefix`, on this rank's output
+// in one write (an asynchronous save tells it from its own thread).
+ckpt::RemovalLog PrintedAs(std::string prefix) {
+  return [prefix = std::move(prefix)](const std::string& line) { std::cout << (prefix + line + "\n") << std::flush; };
+}
+
+// What checkpoint_dir holds, by rank 0's look, shared with all. An index
+// entry that cannot be read is a plain checkpoint (whose load reports it),
+// never "none": nothing is written or removed before that error.
 enum class Layout { kNone, kPlain, kRoot };
 absl::StatusOr<Layout> CheckpointLayout(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg) {
   const Layout here = ckpt::IsCheckpointRoot(dir, storage)       ? Layout::kRoot
@@ -202,6 +210,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   SL_ASSIGN_OR_RETURN(run_, FingerprintRun(module, options_.seed, options_.run_options));
   ckpt::SaveOptions save_options = options_.save_options;
   save_options.run = run_.record;
+  // What a save removes is said on rank 0's output (unless the caller listens itself).
+  if (!save_options.on_removed && pg->getRank() == 0) save_options.on_removed = PrintedAs("checkpoint: ");
   at::Tensor step = at::zeros({1}, at::kLong);
   SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step));
 
@@ -227,11 +237,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       }
       if (pg->getRank() == 0) {
         // Leftovers of a save killed after its commit (best effort, as at a save).
-        auto removed = ckpt::RemoveUnreferencedFiles(resumed_from, options_.save_options.storage.get());
-        if (removed.ok() && *removed > 0) {
-          std::cout << "resume: removed " << *removed << " file" << (*removed == 1 ? "" : "s") << " in "
-                    << resumed_from << " that the committed checkpoint does not reference\n";
-        }
+        ckpt::RemoveUnreferencedFiles(resumed_from, options_.save_options.storage.get(), PrintedAs("resume: "))
+            .IgnoreError();
       }
       state.start_step = step[0].item<int64_t>();
       SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnLoadCheckpoint", [&](Callback& c) {
@@ -249,7 +256,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   std::unique_ptr<ckpt::AsyncCheckpointer> checkpointer;
   std::shared_ptr<ckpt::AsyncSaveHandle> in_flight;
   if (checkpoints && options_.async_checkpoint) {
-    SL_ASSIGN_OR_RETURN(checkpointer, StartAsyncCheckpointer(*pg));
+    SL_ASSIGN_OR_RETURN(checkpointer, StartAsyncCheckpointer(*pg, save_options.on_removed));
     checkpointer->Reserve(checkpoint_state);  // staging memory made resident while the first steps run
   }
   auto committed = [&]() -> absl::Status {
@@ -322,7 +329,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   return result;
 }
 
-absl::StatusOr<std::unique_ptr<ckpt::AsyncCheckpointer>> Trainer::StartAsyncCheckpointer(c10d::ProcessGroup& pg) {
+absl::StatusOr<std::unique_ptr<ckpt::AsyncCheckpointer>> Trainer::StartAsyncCheckpointer(
+    c10d::ProcessGroup& pg, const ckpt::RemovalLog& on_removed) {
   const absl::Status have_groups =
       options_.groups != nullptr
           ? absl::OkStatus()
@@ -334,6 +342,7 @@ absl::StatusOr<std::unique_ptr<ckpt::AsyncCheckpointer>> Trainer::StartAsyncChec
   options.staging_budget_bytes = options_.async_staging_bytes;
   options.keep_last = options_.keep_last;
   options.save = options_.save_options;
+  options.save.on_removed = on_removed;
   return ckpt::AsyncCheckpointer::Create(options_.checkpoint_dir, std::move(group), std::move(options));
 }
 

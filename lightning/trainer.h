@@ -19,7 +19,20 @@
 // older step when it fails verification (rank 0 prints which, and why); a
 // root without `latest` but with a plain checkpoint in checkpoint_dir (a
 // run from before keep_last was set, or `ckpt import`) resumes from that.
-// A checkpoint_dir that is a root with keep_last == 0 is an error naming it. The checkpoint holds the module's state dict ("model."), the
+// A checkpoint_dir that is a root with keep_last == 0 is an error naming it.
+//
+// No checkpoint versus a broken one: only a checkpoint_dir without an index
+// entry (empty, missing, or holding a save that never committed) starts
+// from step 0. An index.json that is there but cannot be read (a dangling
+// symbolic link, a link loop, a directory, a FIFO, unreadable, or failing
+// verification) is an error on every rank naming it and why, before anything
+// is written or removed; in a root, such a step is passed over like any
+// damaged one (the fallback line says why). Whatever a resume or a save then
+// removes -- the files of the checkpoint a save replaces, leftovers of saves
+// that never committed, steps retention deletes -- rank 0 prints (how many
+// files, where, why: "checkpoint: removed ..." / "resume: removed ...").
+//
+// The checkpoint holds the module's state dict ("model."), the
 // optimizer state ("optimizer.", sharded where its parameter is) and the step
 // ("trainer.step"), so a resume -- on the same or another world size --
 // continues from exactly that state.
@@ -150,7 +163,7 @@ class Trainer {
                                            c10d::ProcessGroup& pg);
   // The checkpointer of async_checkpoint, on its own group (collective).
   absl::StatusOr<std::unique_ptr<sharded::checkpoint::AsyncCheckpointer>> StartAsyncCheckpointer(
-      c10d::ProcessGroup& pg);
+      c10d::ProcessGroup& pg, const sharded::checkpoint::RemovalLog& on_removed);
   // Loads the committed checkpoint in `dir` (collective).
   absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg,
                       const std::string& dir);

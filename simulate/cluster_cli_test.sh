@@ -30,6 +30,29 @@ out=$("$bin" --world_size=4 --steps=6 --timeout_ms=1000 --fault=delay:rank=2,ste
       --checkpoint_dir="$TEST_TMPDIR/delay7" 2>&1) || fail "delay run exited $?: $out"
 grep -q "phase 1 on 4 ranks failed: .*rank 2 had not arrived at collective" <<<"$out" || fail "delay: slow rank not named: $out"
 
+# Issue 28: a checkpoint directory whose index.json is a dangling link or a
+# link loop is refused, naming it, with every file as it was; only one with
+# no index at all starts over, and it says what it removed.
+d="$TEST_TMPDIR/broken_index"
+snapshot() { (cd "$1" && find . -printf '%p %y %l\n' | sort && find . -type f -exec md5sum {} + | sort); }
+out=$("$bin" --world_size=2 --steps=4 --seed=3 --checkpoint_dir="$d" 2>&1) || fail "issue 28 first run exited $?: $out"
+mv "$d/index.json" "$TEST_TMPDIR/index.json.saved"
+for target in /nonexistent/index.json index.json; do
+  rm -f "$d/index.json"
+  ln -s "$target" "$d/index.json"
+  before=$(snapshot "$d")
+  out=$("$bin" --world_size=2 --steps=4 --seed=3 --checkpoint_dir="$d" 2>&1) && fail "index.json -> $target: exited 0: $out"
+  grep -q "resume from '$d' failed on rank 0: checkpoint index: cannot open '$d/index.json': it is a" <<<"$out" ||
+    fail "index.json -> $target: the error does not name the index: $out"
+  [ "$(snapshot "$d")" = "$before" ] || fail "index.json -> $target: the directory changed: $out"
+done
+grep -q "symbolic-link loop" <<<"$out" || fail "a loop is not called one: $out"
+rm "$d/index.json"
+out=$("$bin" --world_size=2 --steps=4 --seed=3 --checkpoint_dir="$d" 2>&1) || fail "no index: exited $?: $out"
+grep -q "phase 1: 2 ranks, steps 0->2" <<<"$out" || fail "no index: did not start over: $out"
+grep -qF "checkpoint: removed 3 files in '$d': the directory had no index (leftovers of a save that never committed)" <<<"$out" ||
+  fail "no index: the removal was not said: $out"
+
 out=$("$bin" --scenario=faults --world_size=3 --steps=4 2>&1) || fail "faults scenario exited $?: $out"
 [ "$(grep -c "resumed from step" <<<"$out")" -eq 3 ] || fail "faults: want 3 resumes: $out"
 grep -q "completed despite the delay" <<<"$out" || fail "faults: delay row: $out"

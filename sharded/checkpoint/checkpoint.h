@@ -8,8 +8,9 @@
 // index.json under a temporary name, fsyncs it and renames it into place
 // last, then fsyncs the directory. Until that rename the previous checkpoint
 // in the directory is the one a load sees; a save that dies part-way leaves
-// only unreferenced files, which the next successful save removes. The
-// previous checkpoint's files are removed only once the rename is durable.
+// only unreferenced files, which the next successful save removes (and
+// names, SaveOptions::on_removed). The previous checkpoint's files are
+// removed only once the rename is durable.
 // Dense tensors are written once, by rank 0. An exception on one rank (from
 // the storage, a tensor copy, ...) is that rank's error like any other: it
 // never leaves its peers waiting. All file operations go through the options'
@@ -36,6 +37,7 @@
 #define SHARDLIGHT_SHARDED_CHECKPOINT_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,6 +50,13 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
 namespace shardlight::sharded::checkpoint {
+
+// Receives the lines of RemovalLine.
+using RemovalLog = std::function<void(const std::string& line)>;
+
+// "removed 3 files in '<dir>': <why>" ("1 file"): how every cleanup of a
+// save or a resume says what it removed.
+std::string RemovalLine(int files, const std::string& dir, const std::string& why);
 
 struct SaveOptions {
   // CRC32C granularity, 64 B .. 64 MiB. Smaller blocks make partial
@@ -65,6 +74,12 @@ struct SaveOptions {
   // What produced this checkpoint, recorded in the index as "run" (rank 0's;
   // empty: none). See run_record.h; an invalid record fails the save.
   RunRecord run;
+  // Told, on rank 0, of every file the save removes besides its own
+  // temporary ones (the stale files above; in a root, the step directories
+  // retention deletes): one line each time, how many files, where and why
+  // (RemovalLine). Nothing disappears unannounced when it prints them (the
+  // Trainer does, on rank 0's output). Null: nobody is told.
+  RemovalLog on_removed;
 };
 
 struct SaveStats {
@@ -134,9 +149,15 @@ struct LoadStats {
 absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::ProcessGroup& pg,
                             const LoadOptions& options = {}, LoadStats* stats = nullptr);
 
-// Whether `dir` holds a committed checkpoint (its index is in place). Local:
-// no communication, and no check of the contents (LoadCheckpoint does that).
-// A null `storage` is PosixStorage().
+// Whether `dir` holds a committed checkpoint: an index entry is in place,
+// whatever it is. An index that cannot be read (a dangling symbolic link, a
+// link loop, a directory, a FIFO, an unreadable or invalid file) still counts:
+// it is a checkpoint a load must report as broken, never "no checkpoint
+// here" to start over in (and so clean up). Only a directory without an
+// index entry (empty, missing, or holding a save that never committed) has
+// none. Local: no communication, and no check of the contents
+// (LoadCheckpoint does that, and names what is wrong). A null `storage` is
+// PosixStorage().
 bool HasCommittedCheckpoint(const std::string& dir, Storage* storage = nullptr);
 
 // Removes the files the committed index in `dir` does not reference, with the
@@ -145,9 +166,11 @@ bool HasCommittedCheckpoint(const std::string& dir, Storage* storage = nullptr);
 // read and validated and the directory fsynced (so a lost rename cannot
 // bring back an index that needs them). What a save killed after its commit,
 // or a failed save, left behind. Local: call it from one rank (the Trainer's
-// rank 0 does after a resume). Returns the number of files removed; an
-// unreadable or invalid index (NotFound when there is none) removes nothing.
-absl::StatusOr<int> RemoveUnreferencedFiles(const std::string& dir, Storage* storage = nullptr);
+// rank 0 does after a resume). Returns the number of files removed, and
+// tells `on_removed` (RemovalLine) when there were any; an unreadable or
+// invalid index (NotFound when there is none) removes nothing.
+absl::StatusOr<int> RemoveUnreferencedFiles(const std::string& dir, Storage* storage = nullptr,
+                                            const RemovalLog& on_removed = nullptr);
 
 }  // namespace shardlight::sharded::checkpoint
 

@@ -326,6 +326,35 @@ TEST(BadCheckpointTest, FifoInPlaceOfAFileFailsAtOnce) {
   ExpectFailsEverywhere(LoadOnEveryRank(dir3, 2), {file, "is a directory, not a regular file"});
 }
 
+// Issue 28: an index.json that is there but cannot be read -- each kind, at
+// several world sizes -- is a committed checkpoint whose load fails on every
+// rank naming the entry and why (never NotFound, "no checkpoint here"), and
+// neither the load nor the cleanup a resume runs changes a file.
+class BrokenIndexTest : public ::testing::TestWithParam<std::tuple<testing::BrokenEntry, int>> {};
+
+TEST_P(BrokenIndexTest, IsACheckpointThatFailsOnEveryRankAndNothingChanges) {
+  const auto [kind, world] = GetParam();
+  const std::string dir = CopyOfPristine(absl::StrCat("broken_", testing::BrokenEntryName(kind), "_", world));
+  const std::string index = JoinPath(dir, kIndexFileName);
+  const std::string why = testing::BreakEntry(index, kind);
+  LoadOptions options;
+  if (kind == testing::BrokenEntry::kUnreadable) options.storage = testing::UnreadableThrough(index);
+  const auto before = testing::DirectorySnapshot(dir);
+  EXPECT_TRUE(HasCommittedCheckpoint(dir, options.storage.get())) << "a broken index is not 'no checkpoint'";
+  const std::vector<Outcome> outcomes = LoadOnEveryRank(dir, world, Layout(), options);
+  ExpectFailsEverywhere(outcomes, {index, why});
+  for (const Outcome& o : outcomes) EXPECT_NE(o.code, absl::StatusCode::kNotFound) << o.message;
+  EXPECT_FALSE(RemoveUnreferencedFiles(dir, options.storage.get()).ok());
+  EXPECT_EQ(testing::DirectorySnapshot(dir), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryKind, BrokenIndexTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::kBrokenEntries), ::testing::Values(1, 2, 3)),
+                         [](const auto& info) {
+                           return absl::StrCat(testing::BrokenEntryName(std::get<0>(info.param)), "_w",
+                                               std::get<1>(info.param));
+                         });
+
 // Issue 15, defect 3: a data file holding an entry the index does not list
 // (an index emptied of a tensor) is refused, naming the entry.
 TEST(BadCheckpointTest, EntriesTheIndexDoesNotListAreRefused) {

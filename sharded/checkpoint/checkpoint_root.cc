@@ -64,9 +64,16 @@ absl::Status DeleteStep(Storage& storage, const std::string& dir, const std::vec
 
 // Retention after step `saved` was published: every step directory to
 // delete is checked before the first deletion, so bad input deletes nothing.
-absl::Status ApplyRetention(Storage& storage, const std::string& root, int64_t saved, int keep_last) {
+// Each deletion is told to `on_removed` with its reason.
+absl::Status ApplyRetention(Storage& storage, const std::string& root, int64_t saved, int keep_last,
+                            const RemovalLog& on_removed) {
   SL_ASSIGN_OR_RETURN(const RootListing listing, ScanCheckpointRoot(root, storage));
-  std::vector<std::pair<std::string, std::vector<std::string>>> victims;  // dir, its names
+  struct Victim {
+    std::string dir;
+    std::vector<std::string> names;
+    std::string why;
+  };
+  std::vector<Victim> victims;
   int kept = 0;
   for (auto it = listing.steps.rbegin(); it != listing.steps.rend(); ++it) {
     if (it->step >= saved) {
@@ -86,9 +93,17 @@ absl::Status ApplyRetention(Storage& storage, const std::string& root, int64_t s
                                                           "', which a checkpoint save does not write; nothing deleted"));
       }
     }
-    victims.emplace_back(dir, std::move(names));
+    victims.push_back({dir, std::move(names),
+                       leftover ? absl::StrCat("step ", it->step, " has no index (a save that never committed, or an "
+                                               "interrupted deletion); its directory is gone too")
+                                : absl::StrCat("retention keeps the newest ", keep_last,
+                                               keep_last == 1 ? " checkpoint" : " checkpoints",
+                                               "; the step directory is gone too")});
   }
-  for (const auto& [dir, names] : victims) SL_RETURN_IF_ERROR(DeleteStep(storage, dir, names));
+  for (const Victim& v : victims) {
+    SL_RETURN_IF_ERROR(DeleteStep(storage, v.dir, v.names));
+    if (on_removed) on_removed(RemovalLine(static_cast<int>(v.names.size()), v.dir, v.why));
+  }
   return victims.empty() ? absl::OkStatus() : storage.SyncDirectory(root);
 }
 
@@ -244,7 +259,7 @@ absl::Status SaveToCheckpointRootWith(const std::string& root, int64_t step, c10
   // Step 4: retention, on rank 0, never touching what `latest` names.
   absl::Status retained;
   if (pg.getRank() == 0) {
-    retained = Prefixed(NoThrow([&] { return ApplyRetention(storage, root, step, options.keep_last); }),
+    retained = Prefixed(NoThrow([&] { return ApplyRetention(storage, root, step, options.keep_last, options.save.on_removed); }),
                         absl::StrCat("step ", step, " is saved and 'latest' names it, but retention failed: "));
   }
   return Agree(pg, retained, what);

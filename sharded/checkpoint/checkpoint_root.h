@@ -14,7 +14,8 @@
 // names is durable. Then, with keep_last > 0, retention: the committed steps
 // at or below N beyond the newest keep_last, and leftovers of failed saves or
 // interrupted deletions (step directories without an index, below N) are
-// deleted, each one index first, so a crash mid-deletion leaves a leftover,
+// deleted (each told to SaveOptions::on_removed with its reason), each one
+// index first, so a crash mid-deletion leaves a leftover,
 // never a half-deleted checkpoint that a load would pick. Retention never
 // touches step N nor anything above it. A crash at any storage operation of
 // this sequence leaves `latest` naming a durable, complete checkpoint (or, on
@@ -28,7 +29,10 @@
 // committed step, newest first; the first that loads wins. Each one that
 // fails (missing index, corrupt or truncated file, checksum mismatch, ...)
 // adds a line to RootLoadResult::fallbacks saying so and which step is tried
-// next. Loads verify before writing, so a failed attempt changes nothing.
+// next. A step whose index.json is there but cannot be read (a dangling
+// link, a loop, a directory, a FIFO, ...) is such a failure, never an
+// absent step. Loads verify before writing, so a failed attempt changes
+// nothing.
 //
 // Bad input, each an error naming it, with nothing deleted or written: a
 // `latest` that is not "step-<digits>" or names a step with no directory; two

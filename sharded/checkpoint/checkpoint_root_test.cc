@@ -48,11 +48,12 @@ absl::Status SaveOk(const std::string& root, int64_t step, int world, int keep_l
 
 // Loads the root on `world` ranks (values checked); rank 0's result, which
 // every rank's must match.
-absl::StatusOr<RootLoadResult> LoadRoot(const std::string& root, int world) {
+absl::StatusOr<RootLoadResult> LoadRoot(const std::string& root, int world,
+                                        std::shared_ptr<Storage> storage = nullptr) {
   std::vector<absl::StatusOr<RootLoadResult>> per_rank(world, absl::UnknownError("not run"));
   SimulatedCluster cluster(world, testing::Options());
   const absl::Status run = cluster.Run([&](RankContext& ctx) -> absl::Status {
-    per_rank[ctx.rank] = testing::LoadRootHere(ctx.pg, root);
+    per_rank[ctx.rank] = testing::LoadRootHere(ctx.pg, root, storage);
     return absl::IsInternal(per_rank[ctx.rank].status()) ? per_rank[ctx.rank].status() : absl::OkStatus();
   });
   if (!run.ok()) return run;
@@ -155,6 +156,71 @@ TEST_P(RootWorldTest, FallsBackWhenTheLatestFailsVerification) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, RootWorldTest, ::testing::Values(1, 2, 3, 4));
+
+// Issue 28: a step whose index.json is there but cannot be read, of each
+// kind, is passed over like a damaged step: the load falls back to the
+// previous good one, the fallback line names the entry and why, and no file
+// changes.
+class BrokenStepIndexTest : public ::testing::TestWithParam<std::tuple<testing::BrokenEntry, int>> {};
+
+TEST_P(BrokenStepIndexTest, FallsBackToThePreviousGoodStep) {
+  const auto [kind, world] = GetParam();
+  const std::string root = testing::FreshDir(absl::StrCat("broken_step_", testing::BrokenEntryName(kind), "_", world));
+  for (int64_t step : {1, 2}) ASSERT_TRUE(SaveOk(root, step, world, /*keep_last=*/2).ok());
+  const std::string index = JoinPath(root, "step-000002/" + std::string(kIndexFileName));
+  const std::string why = testing::BreakEntry(index, kind);
+  const auto before = testing::DirectorySnapshot(root);
+  const auto loaded =
+      LoadRoot(root, world, kind == testing::BrokenEntry::kUnreadable ? testing::UnreadableThrough(index) : nullptr);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 1);
+  ASSERT_EQ(loaded->fallbacks.size(), 1u);
+  EXPECT_THAT(loaded->fallbacks[0], HasSubstr(index));
+  EXPECT_THAT(loaded->fallbacks[0], HasSubstr(why));
+  EXPECT_THAT(loaded->fallbacks[0], HasSubstr("falling back to step 1"));
+  EXPECT_EQ(testing::DirectorySnapshot(root), before);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryKind, BrokenStepIndexTest,
+                         ::testing::Combine(::testing::ValuesIn(testing::kBrokenEntries), ::testing::Values(1, 3)),
+                         [](const auto& info) {
+                           return absl::StrCat(testing::BrokenEntryName(std::get<0>(info.param)), "_w",
+                                               std::get<1>(info.param));
+                         });
+
+// What a save into a root removes, each told with how many files and why:
+// the stale files of a step directory saved over, retention's old steps,
+// leftovers of a save that never committed.
+TEST(CheckpointRootTest, SavesSayWhatTheyRemove) {
+  const std::string root = testing::FreshDir("removal_lines");
+  std::vector<std::string> lines;
+  const RemovalLog log = [&](const std::string& line) { lines.push_back(line); };
+  auto save = [&](int64_t step, int keep_last) {
+    SimulatedCluster cluster(2, testing::Options());
+    return cluster.Run([&](RankContext& ctx) {
+      return testing::SaveStepHere(ctx.pg, root, step, keep_last, nullptr, ctx.rank == 0 ? log : nullptr);
+    });
+  };
+  ASSERT_TRUE(save(1, 2).ok());
+  ASSERT_TRUE(save(2, 2).ok());
+  EXPECT_TRUE(lines.empty()) << lines[0];
+  ASSERT_TRUE(save(2, 2).ok());  // step 2 again: its first save's files go
+  ASSERT_TRUE(PosixStorage().MakeDirectories(JoinPath(root, "step-000003")).ok());
+  std::ofstream(JoinPath(root, "step-000003/.tmp-0123456789abcdef-r00000.safetensors")) << "partial";
+  ASSERT_TRUE(save(4, 1).ok());
+  EXPECT_THAT(lines, ElementsAre(absl::StrCat("removed 2 files in '", root,
+                                              "/step-000002': the files of the checkpoint this save replaced"),
+                                 absl::StrCat("removed 1 file in '", root,
+                                              "/step-000003': step 3 has no index (a save that never committed, or an "
+                                              "interrupted deletion); its directory is gone too"),
+                                 absl::StrCat("removed 3 files in '", root,
+                                              "/step-000002': retention keeps the newest 1 checkpoint; the step "
+                                              "directory is gone too"),
+                                 absl::StrCat("removed 3 files in '", root,
+                                              "/step-000001': retention keeps the newest 1 checkpoint; the step "
+                                              "directory is gone too")));
+  EXPECT_THAT(Names(PosixStorage(), root), ElementsAre("latest", "step-000004"));
+}
 
 // The local resolution (what the ckpt tool uses on a root) tries the steps
 // in the order the collective load does and reports the same fallback lines.
@@ -264,6 +330,21 @@ INSTANTIATE_TEST_SUITE_P(
         BadRoot{"garbage_latest",
                 [](const std::string& root) { std::ofstream(JoinPath(root, kLatestFileName)) << "step-three\n"; },
                 "broken 'latest' pointer"},
+        BadRoot{"dangling_latest",
+                [](const std::string& root) {
+                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kDanglingLink);
+                },
+                "dangling symbolic link"},
+        BadRoot{"latest_loop",
+                [](const std::string& root) {
+                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kLinkLoop);
+                },
+                "symbolic-link loop"},
+        BadRoot{"latest_is_a_directory",
+                [](const std::string& root) {
+                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kDirectory);
+                },
+                "is a directory, not a regular file"},
         BadRoot{"latest_names_missing_step",
                 [](const std::string& root) { std::ofstream(JoinPath(root, kLatestFileName)) << "step-000009\n"; },
                 "it names 'step-000009', which is not in the root"},

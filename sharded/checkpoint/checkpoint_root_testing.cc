@@ -13,10 +13,11 @@ std::vector<TensorSpec> RootLayout(int world) {
 int StepSalt(int64_t step) { return static_cast<int>(step) + 10; }
 
 absl::Status SaveStepHere(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::string& root, int64_t step,
-                          int keep_last, std::shared_ptr<Storage> storage) {
+                          int keep_last, std::shared_ptr<Storage> storage, RemovalLog on_removed) {
   RootSaveOptions options;
   options.keep_last = keep_last;
   options.save.storage = std::move(storage);
+  options.save.on_removed = std::move(on_removed);
   auto state = MakeState(RootLayout(pg->getSize()), StepSalt(step), pg);
   if (!state.ok()) return state.status();
   return SaveToCheckpointRoot(*state, root, step, *pg, options);

@@ -20,8 +20,9 @@ std::vector<TensorSpec> RootLayout(int world);
 int StepSalt(int64_t step);
 
 // This rank's part of SaveToCheckpointRoot of step `step` (values of StepSalt).
+// `on_removed` is SaveOptions::on_removed.
 absl::Status SaveStepHere(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::string& root, int64_t step,
-                          int keep_last, std::shared_ptr<Storage> storage = nullptr);
+                          int keep_last, std::shared_ptr<Storage> storage = nullptr, RemovalLog on_removed = nullptr);
 
 // This rank's part of LoadCheckpointFromRoot; the values loaded must be the
 // reported step's, and a failed load must leave the destination untouched

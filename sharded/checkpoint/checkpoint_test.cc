@@ -275,6 +275,60 @@ TEST(CheckpointTest, NewSaveReplacesTheOldAndRemovesItsFiles) {
   EXPECT_TRUE(s.ok()) << s;
 }
 
+// Issue 28: every removal is told to SaveOptions::on_removed on rank 0, with
+// how many files and why: a first save into a directory without an index
+// removes a never-committed save's leftovers; a save over a checkpoint
+// removes its files apart from other leftovers; a save over an index that
+// cannot be read says so; RemoveUnreferencedFiles says what it removed.
+// Files a save never writes stay.
+TEST(CheckpointTest, EveryRemovalIsToldWithItsReason) {
+  const std::string dir = testing::FreshDir("removal_reasons");
+  const std::vector<TensorSpec> layout = {{"a", {9, 2}, c10::ScalarType::Double, ChunkShardingSpec::OnRanks(0, 2)}};
+  std::vector<std::string> lines;
+  SimulatedCluster cluster(2, testing::Options());
+  auto save = [&] {
+    return cluster.Run([&](RankContext& ctx) -> absl::Status {
+      auto state = MakeState(layout, 1, ctx.pg);
+      if (!state.ok()) return state.status();
+      SaveOptions options;
+      if (ctx.rank == 0) options.on_removed = [&](const std::string& line) { lines.push_back(line); };
+      return SaveCheckpoint(*state, dir, *ctx.pg, options);
+    });
+  };
+  auto leave = [&](const std::string& name) { std::ofstream(JoinPath(dir, name)) << "left"; };
+  const std::string in_dir = absl::StrCat("in '", dir, "': ");
+  leave("data-00000000000000aa-r00000.safetensors");
+  leave(".tmp-00000000000000aa-r00001.safetensors");
+  leave("notes.txt");
+  ASSERT_TRUE(save().ok());
+  leave(".tmp-00000000000000bb-index.json");
+  ASSERT_TRUE(save().ok());
+  ASSERT_TRUE(PosixStorage().Remove(JoinPath(dir, kIndexFileName)).ok());
+  testing::BreakEntry(JoinPath(dir, kIndexFileName), testing::BrokenEntry::kDanglingLink);
+  ASSERT_TRUE(save().ok());
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0], absl::StrCat("removed 2 files ", in_dir,
+                                   "the directory had no index (leftovers of a save that never committed)"));
+  EXPECT_EQ(lines[1], absl::StrCat("removed 2 files ", in_dir, "the files of the checkpoint this save replaced"));
+  EXPECT_EQ(lines[2], absl::StrCat("removed 1 file ", in_dir, "no index named them (leftovers of saves that never committed)"));
+  EXPECT_THAT(lines[3], HasSubstr(absl::StrCat("removed 2 files ", in_dir, "no readable index named them (the index "
+                                               "this save replaced could not be read: ")));
+  EXPECT_THAT(lines[3], HasSubstr("dangling symbolic link"));
+  EXPECT_EQ(testing::FileContents(JoinPath(dir, "notes.txt")), "left");
+
+  lines.clear();
+  leave("data-00000000000000cc-r00001.safetensors");
+  const absl::StatusOr<int> removed =
+      RemoveUnreferencedFiles(dir, nullptr, [&](const std::string& line) { lines.push_back(line); });
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1);
+  EXPECT_EQ(lines, std::vector<std::string>{absl::StrCat(
+                       "removed 1 file ", in_dir,
+                       "the committed checkpoint does not reference them (left by a save that failed, or was killed "
+                       "after its commit)")});
+  EXPECT_EQ(testing::FileContents(JoinPath(dir, "notes.txt")), "left");
+}
+
 // Non-contiguous sources are staged through the buffer; parameters that
 // require grad load in place; strict mode names extra and missing keys.
 TEST(CheckpointTest, ViewsParametersAndKeySets) {

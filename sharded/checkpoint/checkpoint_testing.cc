@@ -7,7 +7,10 @@
 #include <functional>
 #include <sstream>
 
+#include <sys/stat.h>
+
 #include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/fault_injecting_storage.h"
 #include "sharded/tensor_region.h"
 
 namespace shardlight::sharded::checkpoint::testing {
@@ -40,6 +43,74 @@ std::string FileContents(const std::string& path) {
   std::stringstream bytes;
   bytes << in.rdbuf();
   return bytes.str();
+}
+
+std::string BrokenEntryName(BrokenEntry kind) {
+  switch (kind) {
+    case BrokenEntry::kDanglingLink: return "dangling_link";
+    case BrokenEntry::kLinkLoop: return "link_loop";
+    case BrokenEntry::kDirectory: return "directory";
+    case BrokenEntry::kFifo: return "fifo";
+    case BrokenEntry::kNotAnIndex: return "not_an_index";
+    case BrokenEntry::kUnreadable: return "unreadable";
+  }
+  return "unknown";
+}
+
+std::string BreakEntry(const std::string& path, BrokenEntry kind) {
+  namespace fs = std::filesystem;
+  if (kind == BrokenEntry::kUnreadable) return "Permission denied";
+  fs::remove(path);
+  switch (kind) {
+    case BrokenEntry::kDanglingLink:
+      fs::create_symlink(path + ".gone", path);
+      return "dangling symbolic link";
+    case BrokenEntry::kLinkLoop:
+      fs::create_symlink(fs::path(path).filename(), path);  // points at itself
+      return "symbolic-link loop";
+    case BrokenEntry::kDirectory:
+      fs::create_directory(path);
+      return "is a directory, not a regular file";
+    case BrokenEntry::kFifo:
+      if (::mkfifo(path.c_str(), 0644) != 0) return "mkfifo failed";
+      return "is a FIFO, not a regular file";
+    case BrokenEntry::kNotAnIndex:
+      std::ofstream(path) << R"({"format": "notes", "version": 1})";
+      return "not a shardlight checkpoint index";
+    case BrokenEntry::kUnreadable:
+      break;
+  }
+  return "unknown kind";
+}
+
+std::shared_ptr<Storage> UnreadableThrough(const std::string& path) {
+  return std::make_shared<FaultInjectingStorage>(PosixStorage(), [path](StorageOp op, const std::string& p) {
+    if (op == StorageOp::kOpenForRead && p == path) {
+      return absl::PermissionDeniedError(absl::StrCat("cannot open '", p, "': Permission denied"));
+    }
+    return absl::OkStatus();
+  });
+}
+
+std::map<std::string, std::string> DirectorySnapshot(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> out;
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const fs::path& p = it->path();
+    const std::string name = p.lexically_relative(dir).string();
+    const fs::file_status st = fs::symlink_status(p);
+    if (fs::is_symlink(st)) {
+      out[name] = "link to " + fs::read_symlink(p).string();
+    } else if (fs::is_directory(st)) {
+      out[name] = "directory";
+    } else if (fs::is_fifo(st)) {
+      out[name] = "fifo";
+    } else {
+      out[name] = FileContents(p.string());
+    }
+  }
+  return out;
 }
 
 at::Tensor KeyedReference(const std::string& key, const std::vector<int64_t>& sizes, c10::ScalarType dtype, int salt) {

@@ -6,11 +6,14 @@
 
 #include <ATen/ATen.h>
 
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sharded/checkpoint/storage.h"
 #include "sharded/sharded_tensor.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/state_dict.h"
@@ -33,6 +36,31 @@ std::string FreshDir(const std::string& name);
 
 // The bytes of the file at `path` ("" when it cannot be read).
 std::string FileContents(const std::string& path);
+
+// The ways an entry (an index.json, a `latest`) can be there and still not
+// be readable: what a resume must report, never take for "no checkpoint".
+enum class BrokenEntry { kDanglingLink, kLinkLoop, kDirectory, kFifo, kNotAnIndex, kUnreadable };
+inline constexpr BrokenEntry kBrokenEntries[] = {BrokenEntry::kDanglingLink, BrokenEntry::kLinkLoop,
+                                                 BrokenEntry::kDirectory,    BrokenEntry::kFifo,
+                                                 BrokenEntry::kNotAnIndex,   BrokenEntry::kUnreadable};
+// "dangling_link", "link_loop", ...: a test-name part.
+std::string BrokenEntryName(BrokenEntry kind);
+
+// Replaces the file at `path` by a broken entry of `kind` (kNotAnIndex: a
+// JSON file that is no checkpoint index; kUnreadable: the file stays, and
+// the storage UnreadableThrough(path) returns refuses to open it, as EACCES
+// would for a user other than root). Returns the words a load's error must
+// hold to say why it failed.
+std::string BreakEntry(const std::string& path, BrokenEntry kind);
+
+// POSIX storage on which opening `path` for reading fails with
+// PermissionDenied ("cannot open '<path>': Permission denied").
+std::shared_ptr<Storage> UnreadableThrough(const std::string& path);
+
+// Every entry under `dir`, recursively and without following links:
+// relative path -> its bytes, "link to <target>", "directory" or "fifo".
+// Equal snapshots: nothing was written, replaced or removed.
+std::map<std::string, std::string> DirectorySnapshot(const std::string& dir);
 
 // The global values of `key`: every element distinct (within the dtype's
 // range) and different for different keys and salts.

@@ -39,6 +39,23 @@ const char* FileTypeName(mode_t mode) {
   return "of an unknown type";
 }
 
+// Why `path` could not be opened. A symbolic link that leads nowhere is not a
+// missing file: it is FailedPrecondition naming the link and its target, so
+// no caller takes it for "nothing here".
+absl::Status OpenError(int error, const std::string& path) {
+  struct stat st;
+  if ((error != ENOENT && error != ELOOP) || ::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) {
+    return PosixError(error, "cannot open", path);
+  }
+  char target[4096];
+  const ssize_t n = ::readlink(path.c_str(), target, sizeof(target) - 1);
+  const std::string to = n < 0 ? std::string("?") : std::string(target, static_cast<size_t>(n));
+  return absl::FailedPreconditionError(
+      error == ENOENT
+          ? absl::StrCat("cannot open '", path, "': it is a dangling symbolic link (to '", to, "', which does not exist)")
+          : absl::StrCat("cannot open '", path, "': it is a symbolic-link loop (to '", to, "'): ", ErrorText(error)));
+}
+
 class PosixFile : public StorageFile {
  public:
   PosixFile(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
@@ -112,7 +129,7 @@ class Posix : public Storage {
     // wait for a writer forever. The type is checked on the descriptor, so
     // nothing can swap the file between the check and the reads.
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    if (fd < 0) return PosixError(errno, "cannot open", path);
+    if (fd < 0) return OpenError(errno, path);
     auto file = std::make_unique<PosixFile>(fd, path);
     struct stat st;
     if (::fstat(fd, &st) != 0) return PosixError(errno, "cannot stat", path);
@@ -174,7 +191,7 @@ class Posix : public Storage {
 
   bool Exists(const std::string& path) override {
     struct stat st;
-    return ::stat(path.c_str(), &st) == 0;
+    return ::lstat(path.c_str(), &st) == 0;  // a link counts, wherever it leads
   }
 
   absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override {

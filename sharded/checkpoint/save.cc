@@ -1,5 +1,6 @@
 // SaveCheckpoint: write, agree, rename, commit. One comment per protocol step.
 #include <map>
+#include <set>
 #include <utility>
 
 #include <nlohmann/json.hpp>
@@ -144,17 +145,50 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
   return index;
 }
 
-// Rank 0, after the commit: files of earlier saves and failed saves.
-absl::StatusOr<int> RemoveStaleFiles(Storage& storage, const std::string& dir, const CheckpointIndex& index) {
+// Rank 0, after the commit: the save files in `dir` that the committed
+// `index` does not name, each group told to `on_removed` with its reason --
+// those of the `replaced` checkpoint apart from the rest (`others_why`). A
+// failure part-way still tells what went before it.
+absl::StatusOr<int> RemoveStaleFiles(Storage& storage, const std::string& dir, const CheckpointIndex& index,
+                                     const std::set<std::string>& replaced, const std::string& others_why,
+                                     const RemovalLog& on_removed) {
   SL_ASSIGN_OR_RETURN(const std::vector<std::string> names, storage.List(dir));
-  int removed = 0;
+  int of_replaced = 0;
+  int others = 0;
+  absl::Status status;
   for (const std::string& name : names) {
-    if (IsCheckpointFileName(name) && index.FindFile(name) == nullptr) {
-      SL_RETURN_IF_ERROR(storage.Remove(JoinPath(dir, name)));
-      ++removed;
-    }
+    if (!IsCheckpointFileName(name) || index.FindFile(name) != nullptr) continue;
+    status = storage.Remove(JoinPath(dir, name));
+    if (!status.ok()) break;
+    ++(replaced.count(name) > 0 ? of_replaced : others);
   }
-  return removed;
+  if (on_removed && of_replaced > 0) {
+    on_removed(RemovalLine(of_replaced, dir, "the files of the checkpoint this save replaced"));
+  }
+  if (on_removed && others > 0) on_removed(RemovalLine(others, dir, others_why));
+  SL_RETURN_IF_ERROR(status);
+  return of_replaced + others;
+}
+
+// Rank 0, before the commit: the data files of the checkpoint the save is
+// about to replace (what its index names), and why the other files a
+// cleanup will find in `dir` are stale.
+std::set<std::string> ReplacedFiles(Storage& storage, const std::string& dir, std::string* others_why) {
+  std::set<std::string> names;
+  const absl::Status read = NoThrow([&]() -> absl::Status {
+    SL_ASSIGN_OR_RETURN(const CheckpointReader reader, CheckpointReader::Open(dir, storage));
+    for (const IndexFile& file : reader.index().files) names.insert(file.name);
+    return absl::OkStatus();
+  });
+  if (read.ok()) {
+    *others_why = "no index named them (leftovers of saves that never committed)";
+  } else if (absl::IsNotFound(read)) {
+    *others_why = "the directory had no index (leftovers of a save that never committed)";
+  } else {
+    *others_why = absl::StrCat("no readable index named them (the index this save replaced could not be read: ",
+                               read.message(), ")");
+  }
+  return names;
 }
 
 // Rank 0: writes the index under a temporary name, renames it over
@@ -169,6 +203,9 @@ absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const st
   SL_RETURN_IF_ERROR(ValidateIndex(index, "new index"));  // never commit what a load would refuse
   const std::string text = SerializeIndex(index);
   const std::string temp = JoinPath(dir, TempIndexFileName(generation));
+  std::string others_why;
+  const std::set<std::string> replaced =
+      options.remove_stale_files && options.on_removed ? ReplacedFiles(storage, dir, &others_why) : std::set<std::string>();
   RemoveOnExit guard(storage);
   {
     SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, temp));
@@ -188,7 +225,7 @@ absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const st
   }
   if (options.remove_stale_files) {
     NoThrow([&] {  // best effort: leftovers go at the next save
-      return RemoveStaleFiles(storage, dir, index).status();
+      return RemoveStaleFiles(storage, dir, index, replaced, others_why, options.on_removed).status();
     }).IgnoreError();
   }
   return absl::OkStatus();
@@ -330,11 +367,20 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
   return done;
 }
 
-absl::StatusOr<int> RemoveUnreferencedFiles(const std::string& dir, Storage* storage) {
+absl::StatusOr<int> RemoveUnreferencedFiles(const std::string& dir, Storage* storage, const RemovalLog& on_removed) {
   Storage& st = StorageOrPosix(storage);
   SL_ASSIGN_OR_RETURN(const CheckpointReader reader, CheckpointReader::Open(dir, st));
   SL_RETURN_IF_ERROR(st.SyncDirectory(dir));
-  return NoThrow([&]() -> absl::StatusOr<int> { return RemoveStaleFiles(st, dir, reader.index()); });
+  return NoThrow([&]() -> absl::StatusOr<int> {
+    return RemoveStaleFiles(st, dir, reader.index(), {},
+                            "the committed checkpoint does not reference them (left by a save that failed, or was "
+                            "killed after its commit)",
+                            on_removed);
+  });
+}
+
+std::string RemovalLine(int files, const std::string& dir, const std::string& why) {
+  return absl::StrCat("removed ", files, files == 1 ? " file" : " files", " in '", dir, "': ", why);
 }
 
 }  // namespace shardlight::sharded::checkpoint

@@ -56,6 +56,9 @@ class Storage {
   // step directories). A missing path is fine; a directory that still holds
   // entries is an error naming it.
   virtual absl::Status Remove(const std::string& path) = 0;
+  // Whether `path` names an entry of any kind: a symbolic link counts
+  // whether or not its target exists (a dangling index is there, broken, not
+  // missing), so "absent" means only that nothing by that name is there.
   virtual bool Exists(const std::string& path) = 0;
   // Plain names in `dir` (files and subdirectories; no "." or ".."),
   // unsorted. Fails for a path that is not a directory.
