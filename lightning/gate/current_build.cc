@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lightning/gate/torch_build.h"
+#include "sharded/compat/c10d_compat.h"
 
 #ifdef USE_C10D_GLOO
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -18,21 +19,28 @@
 namespace shardlight::lightning {
 namespace {
 
-// Itanium-mangled tails of the collectives after "_ZN4c10d<len><Class>". They
-// follow from ProcessGroup's virtual signatures alone: the backend class is a
-// single substitution candidate, so one tail fits every backend class.
+// Itanium-mangled parameter lists of the collectives, after
+// "_ZN4c10d<len><Class><len><method>". They follow from ProcessGroup's virtual
+// signatures alone: the backend class is a single substitution candidate, so
+// one tail fits every backend class. The uneven all-to-all's method changed
+// its name in 2.x (compat::AllToAllMethod()); its parameters did not.
 struct MangledCollective {
-  const char* name;
-  const char* tail;
+  const char* name;  // as RequiredCollectives() names it
+  const char* params;
 };
 constexpr MangledCollective kMangled[] = {
-    {"allgather", "9allgatherERSt6vectorIS1_IN2at6TensorESaIS3_EESaIS5_EERS5_RKNS_16AllgatherOptionsE"},
-    {"alltoall_base", "13alltoall_baseERN2at6TensorES3_RSt6vectorIlSaIlEES7_RKNS_15AllToAllOptionsE"},
-    {"broadcast", "9broadcastERSt6vectorIN2at6TensorESaIS3_EERKNS_16BroadcastOptionsE"},
-    {"gather", "6gatherERSt6vectorIS1_IN2at6TensorESaIS3_EESaIS5_EERS5_RKNS_13GatherOptionsE"},
-    {"scatter", "7scatterERSt6vectorIN2at6TensorESaIS3_EERS1_IS5_SaIS5_EERKNS_14ScatterOptionsE"},
-    {"barrier", "7barrierERKNS_14BarrierOptionsE"},
+    {"allgather", "ERSt6vectorIS1_IN2at6TensorESaIS3_EESaIS5_EERS5_RKNS_16AllgatherOptionsE"},
+    {"alltoall_base", "ERN2at6TensorES3_RSt6vectorIlSaIlEES7_RKNS_15AllToAllOptionsE"},
+    {"broadcast", "ERSt6vectorIN2at6TensorESaIS3_EERKNS_16BroadcastOptionsE"},
+    {"gather", "ERSt6vectorIS1_IN2at6TensorESaIS3_EESaIS5_EERS5_RKNS_13GatherOptionsE"},
+    {"scatter", "ERSt6vectorIN2at6TensorESaIS3_EERS1_IS5_SaIS5_EERKNS_14ScatterOptionsE"},
+    {"barrier", "ERKNS_14BarrierOptionsE"},
 };
+
+std::string MangledTail(const MangledCollective& m) {
+  std::string method = absl::string_view(m.name) == "alltoall_base" ? sharded::compat::AllToAllMethod() : m.name;
+  return absl::StrCat(method.size(), method, m.params);
+}
 
 std::string ClassName(C10dBackend backend) {
   switch (backend) {
@@ -53,9 +61,9 @@ constexpr bool DeclaredIn(R (C::*)(A...)) {
   return std::is_same_v<C, Impl>;
 }
 using Gloo = c10d::ProcessGroupGloo;
-constexpr std::pair<const char*, bool> kGlooOverrides[] = {
+const std::pair<const char*, bool> kGlooOverrides[] = {
     {"allgather", DeclaredIn<Gloo>(&Gloo::allgather)},
-    {"alltoall_base", DeclaredIn<Gloo>(&Gloo::alltoall_base)},
+    {"alltoall_base", sharded::compat::GlooOverridesAllToAll()},
     {"broadcast", DeclaredIn<Gloo>(&Gloo::broadcast)},
     {"gather", DeclaredIn<Gloo>(&Gloo::gather)},
     {"scatter", DeclaredIn<Gloo>(&Gloo::scatter)},
@@ -83,7 +91,7 @@ bool LibraryExportsBackendClass(C10dBackend backend) {
 bool LibraryExportsCollective(C10dBackend backend, absl::string_view collective) {
   std::string cls = ClassName(backend);
   for (const MangledCollective& m : kMangled) {
-    if (collective == m.name) return HasSymbol(absl::StrCat("_ZN4c10d", cls.size(), cls, m.tail));
+    if (collective == m.name) return HasSymbol(absl::StrCat("_ZN4c10d", cls.size(), cls, MangledTail(m)));
   }
   return false;
 }

@@ -1,5 +1,7 @@
 #include "sharded/compat/c10d_compat.h"
 
+#include <type_traits>
+
 #include <c10/util/Exception.h>
 #include <torch/csrc/api/include/torch/version.h>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -22,6 +24,18 @@ c10::intrusive_ptr<c10d::ProcessGroup> Front(const c10::intrusive_ptr<c10d::Stor
   return pg;
 }
 #endif
+
+// The class that declares a member function (a member pointer named through a
+// derived class keeps the declaring class: the derived one only when it
+// overrides).
+template <typename T>
+struct MemberClassOf;
+template <typename C, typename R, typename... A>
+struct MemberClassOf<R (C::*)(A...)> {
+  using type = C;
+};
+template <typename T>
+using MemberClass = typename MemberClassOf<T>::type;
 
 }  // namespace
 
@@ -50,6 +64,16 @@ c10::intrusive_ptr<c10d::Work> AllToAllSingle(c10d::ProcessGroup& pg, at::Tensor
   return pg.all_to_all_single(output, input, output_splits, input_splits);
 #else
   return pg.alltoall_base(output, input, output_splits, input_splits);
+#endif
+}
+
+std::string AllToAllMethod() { return TORCH_VERSION_MAJOR >= 2 ? "all_to_all_single" : "alltoall_base"; }
+
+bool GlooOverridesAllToAll() {
+#if TORCH_VERSION_MAJOR >= 2
+  return std::is_same_v<MemberClass<decltype(&c10d::ProcessGroupGloo::all_to_all_single)>, c10d::ProcessGroupGloo>;
+#else
+  return std::is_same_v<MemberClass<decltype(&c10d::ProcessGroupGloo::alltoall_base)>, c10d::ProcessGroupGloo>;
 #endif
 }
 

@@ -38,6 +38,13 @@ c10::intrusive_ptr<c10d::Work> AllToAllSingle(c10d::ProcessGroup& pg, at::Tensor
                                               std::vector<int64_t>& output_splits,
                                               std::vector<int64_t>& input_splits);
 
+// The Backend method that implements it: "alltoall_base" (1.x) or
+// "all_to_all_single" (2.x; alltoall_base stays as a deprecated alias that
+// the backends no longer override). The gate looks backends up by it.
+std::string AllToAllMethod();
+// Whether ProcessGroupGloo's headers declare its own override of that method.
+bool GlooOverridesAllToAll();
+
 // Gloo transport devices (ProcessGroupGloo's own factories).
 std::shared_ptr<gloo::transport::Device> NewGlooDeviceForInterface(const std::string& interface);
 std::shared_ptr<gloo::transport::Device> NewGlooDeviceForHostname(const std::string& hostname);
