@@ -206,7 +206,7 @@ class Runner:
     @staticmethod
     def read_peer(path):
         out = subprocess.run(
-            ["bash", "-c", 'source "$1" && env', "peer", path], check=True, capture_output=True, text=True
+            ["bash", "-c", 'set -a && source "$1" && env', "peer", path], check=True, capture_output=True, text=True
         ).stdout
         return dict(line.split("=", 1) for line in out.splitlines() if line.startswith("LIBTORCH_"))
 
@@ -283,9 +283,11 @@ class Runner:
             at += 1
         if at >= len(words):
             raise BlockError("torchrun without a program")
-        prog = self.program(words[at])
-        if not run:
+        if not run:  # the reader's own program may be named; shardlight's must exist
+            if words[at] == "ckpt" or words[at].startswith("bazel-bin/"):
+                self.program(words[at])
             return None
+        prog = self.program(words[at])
         torchrun = self.peer.get("LIBTORCH_TORCHRUN", "")
         if not torchrun:
             raise BlockError("this build's LibTorch has no torchrun (@libtorch//:peer.sh)")
@@ -368,7 +370,8 @@ class Runner:
                         if argv is None:
                             continue
                         ran += 1
-                        print(f"$ {shlex.join(words)}", flush=True)
+                        shown = shlex.join(words).replace(self.scratch + "/tmp/", "/tmp/")
+                        print(f"$ {shown}", flush=True)
                         done = subprocess.run(argv, cwd=self.scratch, env=env, stdout=subprocess.PIPE,
                                               stderr=subprocess.STDOUT, text=True, timeout=COMMAND_TIMEOUT_S)
                         print("    " + done.stdout.rstrip().replace("\n", "\n    ") if done.stdout.strip() else "",

@@ -43,8 +43,10 @@ ${fence}
 EOF2
 passes good.md
 grep -q "4 commands run, 0 failures" <<<"$out" || fail "good.md: want 4 commands run: $out"
-[ "$(cat args)" = "inspect $(grep -o '/[^ ]*/docs\.[^/]*' <<<"$out" | head -1)/tmp/c
-verify $(grep -o '/[^ ]*/docs\.[^/]*' <<<"$out" | head -1)/tmp/c" ] || fail "ckpt got other arguments: $(cat args)"
+# /tmp/ in a command is the page's scratch directory, under TEST_TMPDIR.
+scratch="${TEST_TMPDIR:-/tmp}/docs\.[^/ ]*/tmp/c"
+grep -qx "inspect $scratch" <(sed -n 1p args) && grep -qx "verify $scratch" <(sed -n 2p args) ||
+  fail "ckpt got other arguments: $(cat args)"
 
 page failing.md <<EOF2
 ${fence}bash
