@@ -1,0 +1,20 @@
+"""The public labels a consumer depends on: README.md's table lists exactly these
+(docs:public_labels_test checks it), and the pages' C++ blocks compile against
+them and nothing else, as code in another workspace would."""
+
+PUBLIC_LABELS = [
+    "//lightning:lightning_module",
+    "//lightning:trainer",
+    "//lightning/cluster:distributed",
+    "//lightning/metrics",
+    "//lightning/metrics:metrics_callback",
+    "//sharded:sharded_tensor",
+    "//sharded:state_dict",
+    "//sharded/checkpoint",
+    "//sharded/checkpoint:async_checkpointer",
+    "//sharded/checkpoint:checkpoint_root",
+    "//sharded/checkpoint/pytorch",
+    "//sharded/mesh:device_mesh",
+    "//sharded/mesh:mesh_tensor",
+    "//simulate/core:simulated_cluster",
+]
