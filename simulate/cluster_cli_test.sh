@@ -2,6 +2,8 @@
 # The cluster binary as a user runs it: default run, --help, bad flags.
 set -u
 source "$(dirname "$0")/cli_test_lib.sh" "$1" || { echo "FAIL: cannot source cli_test_lib.sh" >&2; exit 1; }
+# shellcheck source=/dev/null
+source "$2"  # LIBTORCH_VERSION, LIBTORCH_CUDA: the gate's real row must describe this build
 
 # The main job as the README runs it: no flags.
 out=$("$bin" 2>&1) || fail "default run exited $?: $out"
@@ -69,7 +71,11 @@ grep -q "collectives: 3 ranks" <<<"$out" || fail "no report header in: $out"
 [ "$(grep -cE '^ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$out")" -eq 3 ] || fail "want 3 rank rows: $out"
 
 gate=$("$bin" --scenario=gate --world_size=2 2>&1) || fail "gate scenario exited $?: $gate"
-grep -qE "^this process \(real\) +1\.13\.0 +hooks" <<<"$gate" || fail "gate: real build row: $gate"
+grep -qE "^this process \(real\) +${LIBTORCH_VERSION//./\\.} +hooks" <<<"$gate" || fail "gate: real build row: $gate"
+backend=gloo
+[ "$LIBTORCH_CUDA" = 1 ] && backend=nccl  # NCCL compiled in decides, GPU or not (lightning/gate)
+grep -A1 "^this process (real)" <<<"$gate" | grep -qE "reason: ShardedTensor state-dict hooks are on: the $backend backend implements" ||
+  fail "gate: real build should decide on $backend: $gate"
 grep -qE "^sim: ngc-21.07 +1\.10\.0a0\+ecc3718 +no hooks +gather,scatter" <<<"$gate" || fail "gate: NGC row: $gate"
 grep -q "all required collectives work" <<<"$gate" || fail "gate: probe line: $gate"
 

@@ -107,7 +107,7 @@ class BrokenIndexResumeTest : public ::testing::TestWithParam<Param> {};
 TEST_P(BrokenIndexResumeTest, PlainDirectoryFailsOnEveryRankAndKeepsEveryFile) {
   const auto& [kind, config] = GetParam();
   const auto& [world, async] = config;
-  RunSpec run{ckpt_testing::FreshDir("plain_" + TestName(kind, world, async))};
+  RunSpec run{ckpt_testing::FreshDir("plain_" + TestName(kind, world, async)), 4, 0, 0, false, nullptr};
   run.async = async;
   std::string printed;
   ExpectStartedAt(FitOnEveryRank(world, run, &printed), 0);
@@ -134,7 +134,7 @@ TEST_P(BrokenIndexResumeTest, PlainDirectoryFailsOnEveryRankAndKeepsEveryFile) {
 TEST_P(BrokenIndexResumeTest, RootFallsBackToThePreviousGoodStep) {
   const auto& [kind, config] = GetParam();
   const auto& [world, async] = config;
-  RunSpec run{ckpt_testing::FreshDir("root_" + TestName(kind, world, async)), 4, 2, 3, async};
+  RunSpec run{ckpt_testing::FreshDir("root_" + TestName(kind, world, async)), 4, 2, 3, async, nullptr};
   std::string printed;
   ExpectStartedAt(FitOnEveryRank(world, run, &printed), 0);
   const std::string step4 = ckpt::JoinPath(run.dir, "step-000004");
@@ -159,7 +159,7 @@ class NoIndexResumeTest : public ::testing::TestWithParam<std::tuple<int, bool>>
 // a save never writes stays. Later saves say what they replace.
 TEST_P(NoIndexResumeTest, StartsOverAndSaysWhatItRemoved) {
   const auto [world, async] = GetParam();
-  RunSpec run{ckpt_testing::FreshDir(absl::StrCat("no_index_w", world, async ? "_async" : ""))};
+  RunSpec run{ckpt_testing::FreshDir(absl::StrCat("no_index_w", world, async ? "_async" : "")), 4, 0, 0, false, nullptr};
   run.async = async;
   std::string printed;
   ExpectStartedAt(FitOnEveryRank(world, run, &printed), 0);

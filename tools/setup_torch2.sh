@@ -10,27 +10,29 @@
 set -euo pipefail
 
 torch_version=2.15.0  # the newest torch on PyPI (2026-10); see tools/bazel/README.md
+numpy_version=2.3.5   # torch.Tensor.numpy() in the interop tests' Python side
 venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
 python=/usr/bin/python3  # Debian's: python3-venv is in tools/setup.sh's list
 
 check() {
   [ -x "$venv/bin/python" ] && [ -x "$venv/bin/torchrun" ] && [ -e "$venv/libtorch/include/ATen/ATen.h" ] &&
-    "$venv/bin/python" - "$torch_version" <<'PY' 2>/dev/null
-import sys, torch, torch.distributed as dist
+    "$venv/bin/python" - "$torch_version" "$numpy_version" <<'PY' 2>/dev/null
+import sys, numpy, torch, torch.distributed as dist
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
+assert numpy.__version__ == sys.argv[2], numpy.__version__
 assert dist.is_available() and dist.is_gloo_available()
 PY
 }
 
 if check; then
-  echo "setup: torch $torch_version present in $venv"
+  echo "setup: torch $torch_version (numpy $numpy_version) present in $venv"
   exit 0
 fi
 
 echo "setup: installing torch==$torch_version into $venv (the CUDA wheel and its nvidia-* wheels: several GB, once)"
 mkdir -p "$(dirname "$venv")"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version" "numpy==$numpy_version"
 site=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ln -sfn "$site" "$venv/libtorch"
 check || { echo "setup: torch $torch_version in $venv does not import with Gloo" >&2; exit 1; }

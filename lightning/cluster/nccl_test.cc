@@ -36,12 +36,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> OneGpuJob() {
 
 TEST(Nccl, ShardsOnTheGpuThroughAnNcclGroup) {
   if (std::string why = WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
-  ProcessPlacement p;
-  p.launcher = "test";
-  p.master_port = FreePort();
-  DistributedOptions o;
-  o.device = "cuda";
-  auto ctx = InitDistributed(p, o);
+  auto ctx = OneGpuJob();
   ASSERT_TRUE(ctx.ok()) << ctx.status();
   EXPECT_EQ((*ctx)->backend(), "nccl");
   auto& pg = (*ctx)->pg();

@@ -9,6 +9,8 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "sharded/compat/c10d_compat.h"
+#include "sharded/compat/c10d_testing.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning {
@@ -46,11 +48,13 @@ class FaultyProcessGroup : public c10d::ProcessGroup {
     Refuse("allgather");
     return Corrupt("allgather", inner_->allgather(out, in, opts), out[0][0]);
   }
-  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& out, at::Tensor& in, std::vector<int64_t>& out_splits,
-                                               std::vector<int64_t>& in_splits,
-                                               const c10d::AllToAllOptions& opts) override {
+  // alltoall_base in 1.x, all_to_all_single in 2.x (sharded/compat).
+  c10::intrusive_ptr<c10d::Work> SHARDLIGHT_C10D_ALL_TO_ALL_SINGLE(at::Tensor& out, at::Tensor& in,
+                                                                   std::vector<int64_t>& out_splits,
+                                                                   std::vector<int64_t>& in_splits,
+                                                                   const c10d::AllToAllOptions& opts) override {
     Refuse("alltoall_base");
-    return Corrupt("alltoall_base", inner_->alltoall_base(out, in, out_splits, in_splits, opts), out);
+    return Corrupt("alltoall_base", sharded::compat::AllToAllSingle(*inner_, out, in, out_splits, in_splits), out);
   }
   c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
                                            const c10d::BroadcastOptions& opts) override {

@@ -20,9 +20,10 @@ fi
 [ -x "$LIBTORCH_TORCHRUN" ] || fail "torchrun $LIBTORCH_TORCHRUN is missing: run tools/setup.sh (python3-torch), or tools/setup.sh --torch2"
 torchrun() { "$LIBTORCH_TORCHRUN" "$@"; }
 
-# Debian 12's torchrun crashes with its default --redirects/--tee (Python 3.11);
-# redirecting stderr works (peer.sh's LIBTORCH_TORCHRUN_FLAGS): workers'
-# stderr is tee'd with a [defaultN]: prefix and kept under --log_dir.
+# peer.sh's LIBTORCH_TORCHRUN_FLAGS tee workers' stderr with a [defaultN]:
+# prefix, whole lines, kept under --log_dir (Debian 12's 1.13 torchrun also
+# crashes without them). The tests match a rank's lines by their own
+# "train: rank N:", prefixed or not.
 # --standalone would always put its rendezvous on port 29400, so concurrent
 # jobs (tests run in parallel) would meet each other: each job gets a free port.
 torchrun_job() {

@@ -6,6 +6,8 @@ LIBTORCH_VERSION='%{version}'
 LIBTORCH_CUDA=%{cuda}
 LIBTORCH_PYTHON='%{python}'
 LIBTORCH_TORCHRUN='%{torchrun}'
-# Debian 12's torchrun (1.13, Python 3.11) crashes with its default
-# --redirects/--tee; 2.x needs no such flags.
+# What the tests pass so that each worker's stderr lines arrive whole and
+# prefixed with its rank ([defaultN]:): Debian 12's torchrun (1.13, Python
+# 3.11) crashes with its default --redirects/--tee, so it needs both set;
+# 2.x's needs only --tee=2 (workers sharing one stderr interleave mid-line).
 LIBTORCH_TORCHRUN_FLAGS='%{torchrun_flags}'

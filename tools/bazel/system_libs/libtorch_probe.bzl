@@ -92,7 +92,7 @@ def _peer(ctx, prefix, debian):
     python = ctx.path(str(venv) + "/bin/python")
     torchrun = ctx.path(str(venv) + "/bin/torchrun")
     if torch_dir.dirname.basename == "site-packages" and python.exists and torchrun.exists:
-        return struct(python = str(python), torchrun = str(torchrun), torchrun_flags = "")
+        return struct(python = str(python), torchrun = str(torchrun), torchrun_flags = "--tee=2")
     return struct(python = "", torchrun = "", torchrun_flags = "")
 
 def selected_libtorch(ctx):
