@@ -53,13 +53,14 @@ def _first_with(ctx, dirs, rel):
             return d
     return None
 
+def _wheel_nvidia_packages(ctx, prefix):
+    """The folders of a torch wheel's nvidia-* packages (site-packages/nvidia/*), or []."""
+    nvidia = ctx.path(str(ctx.path(prefix).realpath.dirname) + "/nvidia")
+    return [str(d) for d in nvidia.readdir()] if nvidia.exists else []
+
 def _cuda_include_dirs(ctx, prefix):
     """The CUDA runtime and NCCL header folders of a CUDA LibTorch: the wheel's own nvidia-* packages first."""
-    wheel_nvidia = str(ctx.path(prefix).realpath.dirname) + "/nvidia"
-    candidates = []
-    if ctx.path(wheel_nvidia).exists:
-        for d in ctx.path(wheel_nvidia).readdir():
-            candidates.append(str(d) + "/include")
+    candidates = [d + "/include" for d in _wheel_nvidia_packages(ctx, prefix)]
     candidates += [prefix + "/include", "/usr/local/cuda/include", "/usr/include"]
     cuda = _first_with(ctx, candidates, "cuda_runtime_api.h")
     nccl = _first_with(ctx, candidates, "nccl.h")
@@ -70,16 +71,8 @@ def _cuda_include_dirs(ctx, prefix):
 
 def _cuda_lib_dirs(ctx, prefix):
     """Folders that hold the CUDA libraries libtorch_cuda.so needs, for the linker's -rpath-link."""
-    wheel_nvidia = str(ctx.path(prefix).realpath.dirname) + "/nvidia"
-    dirs = []
-    if ctx.path(wheel_nvidia).exists:
-        for d in ctx.path(wheel_nvidia).readdir():
-            if ctx.path(str(d) + "/lib").exists:
-                dirs.append(str(d) + "/lib")
-    for d in ["/usr/local/cuda/lib64"]:
-        if ctx.path(d).exists:
-            dirs.append(d)
-    return dirs
+    dirs = [d + "/lib" for d in _wheel_nvidia_packages(ctx, prefix)] + ["/usr/local/cuda/lib64"]
+    return [d for d in dirs if ctx.path(d).exists]
 
 def _peer(ctx, prefix, debian):
     """The Python and torchrun of the same torch (empty when the LibTorch has none, e.g. a zip)."""
