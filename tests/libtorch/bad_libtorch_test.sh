@@ -39,9 +39,13 @@ expect() {
   local name=$1 dir=$2 text=$3 out
   out=$(cd "$ws" && bazel --output_user_root="$tmp/root" --output_base="$tmp/ob" query \
     --repo_env=SHARDLIGHT_LIBTORCH="$dir" '@libtorch//:all' 2>&1) && fail "$name: the rule accepted $dir: $out"
-  grep -qF "SHARDLIGHT_LIBTORCH=$dir" <<<"$out" || fail "$name: the error does not name $dir: $out"
-  grep -qF "$text" <<<"$out" || fail "$name: the error does not say '$text': $out"
-  echo "ok  $name: $(grep -o 'shardlight: SHARDLIGHT_LIBTORCH=.*' <<<"$out" | head -1)"
+  # The message itself (Bazel's "Error in fail:" line), not the traceback's
+  # source lines, must name the folder and say what is wrong.
+  local msg
+  msg=$(grep -F "Error in fail: shardlight: SHARDLIGHT_LIBTORCH=$dir" <<<"$out" | head -1)
+  [ -n "$msg" ] || fail "$name: the error does not name $dir: $out"
+  grep -qF "$text" <<<"$msg" || fail "$name: the error does not say '$text': $msg"
+  echo "ok  $name: ${msg#*Error in fail: }"
 }
 
 expect "missing" "$tmp/nowhere" "does not exist"
