@@ -13,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "lightning/lightning_module.h"
-#include "sharded/checkpoint/index.h"
-#include "sharded/checkpoint/run_record.h"
+#include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/format/run_record.h"
 
 namespace shardlight::lightning {
 

@@ -3,17 +3,21 @@
 #include <ATen/core/grad_mode.h>
 
 #include <iostream>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "lightning/gate/collective_probe.h"
 #include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "sharded/agreement.h"
-#include "sharded/checkpoint/async_checkpointer.h"
-#include "sharded/checkpoint/checkpoint_reader.h"
-#include "sharded/checkpoint/checkpoint_root.h"
+#include "sharded/checkpoint/async/async_checkpointer.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
+#include "sharded/checkpoint/roots/checkpoint_root.h"
 #include "sharded/collectives.h"
 #include "sharded/no_throw.h"
 #include "sharded/stable_hash.h"
@@ -84,11 +88,12 @@ ckpt::RemovalLog PrintedAs(std::string prefix) {
 // What checkpoint_dir holds, by rank 0's look, shared with all. An index
 // entry that cannot be read is a plain checkpoint (whose load reports it),
 // never "none": nothing is written or removed before that error.
-enum class Layout { kNone, kPlain, kRoot };
+enum class Layout { kNone, kPlain, kRoot, kDcp };
 absl::StatusOr<Layout> CheckpointLayout(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg) {
-  const Layout here = ckpt::IsCheckpointRoot(dir, storage)       ? Layout::kRoot
-                      : ckpt::HasCommittedCheckpoint(dir, storage) ? Layout::kPlain
-                                                                   : Layout::kNone;
+  const Layout here = ckpt::IsCheckpointRoot(dir, storage)                               ? Layout::kRoot
+                      : ckpt::HasCommittedCheckpoint(dir, storage)                         ? Layout::kPlain
+                      : ckpt::dcp::IsDcpCheckpoint(dir, ckpt::StorageOrPosix(storage)) ? Layout::kDcp
+                                                                                           : Layout::kNone;
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       sharded::AgreeAndGather(pg, {absl::OkStatus(), 0, std::to_string(static_cast<int>(here))},
                                               {"resume"}));
@@ -232,10 +237,13 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       if (layout == Layout::kPlain) {
         SL_RETURN_IF_ERROR(Resume(module, *optimizer, step, *pg, options_.checkpoint_dir));
         resumed_from = options_.checkpoint_dir;
+      } else if (layout == Layout::kDcp) {
+        SL_RETURN_IF_ERROR(ResumeFromDcp(module, *optimizer, step, *pg, options_.checkpoint_dir));
+        resumed_from = options_.checkpoint_dir;
       } else {
         SL_ASSIGN_OR_RETURN(resumed_from, ResumeFromRoot(module, *optimizer, step, *pg));
       }
-      if (pg->getRank() == 0) {
+      if (pg->getRank() == 0 && layout != Layout::kDcp) {
         // Leftovers of a save killed after its commit (best effort, as at a save).
         ckpt::RemoveUnreferencedFiles(resumed_from, options_.save_options.storage.get(), PrintedAs("resume: "))
             .IgnoreError();
@@ -360,16 +368,10 @@ absl::StatusOr<std::string> Trainer::ResumeFromRoot(LightningModule& module, Opt
   return loaded.dir;
 }
 
-absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
-                             c10d::ProcessGroup& pg, const std::string& dir) {
-  // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
-  SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", dir, pg));
-  // The model's entries load into fresh tensors of the module's layout and
-  // reach the module through LoadStateDict, so its load hooks run; the
-  // optimizer's state and the step load in place.
+// The module's state dict as fresh tensors of its layout: `model` under its
+// own keys, the same tensors in `target` under "model.".
+absl::Status FreshModelState(LightningModule& module, sharded::StateDict* model, sharded::StateDict* target) {
   SL_ASSIGN_OR_RETURN(sharded::StateDict current, StateDictOf(module));
-  sharded::StateDict model;
-  sharded::StateDict target;
   for (const auto& [key, value] : current.entries()) {
     sharded::StateValue fresh;
     if (const auto* dense = std::get_if<at::Tensor>(&value)) {
@@ -377,9 +379,97 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
     } else {
       fresh = std::get<sharded::ShardedTensor>(value).ZerosLike(/*requires_grad=*/false);
     }
-    SL_RETURN_IF_ERROR(model.Insert(key, fresh));
-    SL_RETURN_IF_ERROR(target.Insert("model." + key, fresh));
+    SL_RETURN_IF_ERROR(model->Insert(key, fresh));
+    SL_RETURN_IF_ERROR(target->Insert("model." + key, fresh));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
+                                    c10d::ProcessGroup& pg, const std::string& dir) {
+  sharded::StateDict model;
+  sharded::StateDict target;
+  SL_RETURN_IF_ERROR(FreshModelState(module, &model, &target));
+  // What the checkpoint holds, by rank 0's read, shared: its tensor keys and
+  // its step (an int entry "step", "trainer.step" or "global_step").
+  std::string mine;
+  const absl::Status read = sharded::NoThrow([&]() -> absl::Status {
+    if (pg.getRank() != 0) return absl::OkStatus();
+    ckpt::Storage& storage = ckpt::StorageOrPosix(options_.save_options.storage.get());
+    SL_ASSIGN_OR_RETURN(const ckpt::dcp::DcpMetadata md, ckpt::dcp::ReadDcpMetadata(dir, storage));
+    SL_ASSIGN_OR_RETURN(const auto values, ckpt::dcp::ReadDcpValues(dir, storage, md));
+    std::string found_step = "-";
+    for (const char* name : {"trainer.step", "step", "global_step"}) {
+      for (const auto& v : values) {
+        if (found_step == "-" && v.key == name && v.integer.has_value()) found_step = std::to_string(*v.integer);
+      }
+    }
+    mine = found_step;
+    for (const auto& t : md.tensors) absl::StrAppend(&mine, "\n", t.key);
+    return absl::OkStatus();
+  });
+  SL_ASSIGN_OR_RETURN(const std::vector<std::string> all,
+                      sharded::AgreeAndGather(pg, {read, 0, mine}, {absl::StrCat("resume from '", dir, "'")}));
+  const std::vector<std::string> lines = absl::StrSplit(all[0], '\n');
+  const std::unordered_set<std::string> keys(lines.begin() + 1, lines.end());
+  std::vector<std::string> missing;
+  for (const auto& [key, value] : target.entries()) {
+    if (keys.count(key) == 0) missing.push_back(key);
+  }
+  if (!missing.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the PyTorch DCP checkpoint in '", dir, "' lacks ", missing.size(), " of the model's ", target.size(),
+        " entries (the module's state dict under \"model.\"), e.g. '", missing.front(), "'"));
+  }
+  // The optimizer's state where the checkpoint holds it under exactly its
+  // keys; otherwise it starts fresh, and rank 0 says so.
+  sharded::StateDict optimizer_state;
+  SL_RETURN_IF_ERROR(optimizer.AddStateTo(optimizer_state, "optimizer."));
+  std::vector<std::string> skipped;
+  for (const auto& [key, value] : optimizer_state.entries()) {
+    if (keys.count(key) == 0) skipped.push_back(key);
+  }
+  if (skipped.empty()) {
+    for (const auto& [key, value] : optimizer_state.entries()) SL_RETURN_IF_ERROR(target.Insert(key, value));
+  } else if (pg.getRank() == 0) {
+    std::cout << "resume: the PyTorch DCP checkpoint in " << dir << " holds no optimizer state under this optimizer's "
+              << optimizer_state.size() << " keys (e.g. '" << skipped.front()
+              << "'): skipped, the optimizer starts fresh\n";
+  }
+  if (lines[0] != "-") {
+    int64_t saved_step = 0;
+    if (!absl::SimpleAtoi(lines[0], &saved_step) || saved_step < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("the PyTorch DCP checkpoint in '", dir, "' has step ", lines[0]));
+    }
+    step.fill_(saved_step);
+  } else if (pg.getRank() == 0) {
+    std::cout << "resume: the PyTorch DCP checkpoint in " << dir
+              << " has no step (an int \"step\", \"trainer.step\" or \"global_step\"): training starts at step 0\n";
+  }
+  ckpt::LoadOptions load;
+  load.strict = false;  // its other entries (another optimizer's state, metrics) are not this run's
+  load.storage = options_.save_options.storage;
+  SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, dir, pg, load));
+  const absl::Status loaded =
+      sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
+  SL_RETURN_IF_ERROR(sharded::Agree(pg, loaded, "resume"));
+  if (pg.getRank() == 0) {
+    std::cout << "resume: loaded step " << step[0].item<int64_t>() << " from the PyTorch DCP checkpoint in " << dir
+              << "\n";
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
+                             c10d::ProcessGroup& pg, const std::string& dir) {
+  // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
+  SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", dir, pg));
+  // The model's entries load into fresh tensors of the module's layout and
+  // reach the module through LoadStateDict, so its load hooks run; the
+  // optimizer's state and the step load in place.
+  sharded::StateDict model;
+  sharded::StateDict target;
+  SL_RETURN_IF_ERROR(FreshModelState(module, &model, &target));
   SL_ASSIGN_OR_RETURN(const SavedExtras extras, CheckpointExtras(dir, options_.save_options.storage.get(), pg, run_,
                                                                  options_.allow_different_run));
   if (extras.optimizer) {

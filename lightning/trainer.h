@@ -13,7 +13,7 @@
 // every_n_train_steps = checkpoint_every and save_top_k = keep_last):
 // keep_last == 0 keeps one plain checkpoint in checkpoint_dir, replaced by
 // each save; keep_last > 0 makes checkpoint_dir a checkpoint root
-// (sharded/checkpoint/checkpoint_root.h): step-<N>/ per save, `latest`
+// (sharded/checkpoint/roots/checkpoint_root.h): step-<N>/ per save, `latest`
 // moved once the new one is durable, the newest keep_last kept. A resume
 // picks the newest good checkpoint: the root's latest, falling back to an
 // older step when it fails verification (rank 0 prints which, and why); a
@@ -31,6 +31,17 @@
 // removes -- the files of the checkpoint a save replaces, leftovers of saves
 // that never committed, steps retention deletes -- rank 0 prints (how many
 // files, where, why: "checkpoint: removed ..." / "resume: removed ...").
+//
+// From PyTorch: a checkpoint_dir holding no shardlight checkpoint but a
+// PyTorch distributed checkpoint (DCP, a .metadata file: FSDP2, tensor
+// parallel, torchtitan, or SaveDcpCheckpoint) resumes from it: the module's
+// entries under "model." (every one must be there: FailedPrecondition naming
+// one that is not), the step from an int entry "trainer.step", "step" or
+// "global_step" (none: step 0, said on rank 0), the optimizer's state only
+// where the checkpoint holds every one of its keys ("optimizer.", as this
+// Trainer saves them; otherwise skipped and said on rank 0). The next save
+// writes shardlight's format there, which later resumes read first; the DCP
+// files are left as they are.
 //
 // The checkpoint holds the module's state dict ("model."), the
 // optimizer state ("optimizer.", sharded where its parameter is) and the step
@@ -87,7 +98,7 @@
 #include "lightning/callback.h"
 #include "lightning/lightning_module.h"
 #include "lightning/run_fingerprint.h"
-#include "sharded/checkpoint/async_checkpointer.h"
+#include "sharded/checkpoint/async/async_checkpointer.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/process_groups.h"
 
@@ -125,7 +136,7 @@ struct TrainerOptions {
   // is (learning rate, batch size, data): see "Which run" above.
   std::map<std::string, std::string> run_options;
   bool allow_different_run = false;  // resume a checkpoint of another run anyway
-  // Asynchronous checkpoints (sharded/checkpoint/async_checkpointer.h): a
+  // Asynchronous checkpoints (sharded/checkpoint/async/async_checkpointer.h): a
   // save takes a snapshot of the state into at most async_staging_bytes of
   // host memory per rank and training goes on while the checkpoint is
   // written, on a process group of its own made from `groups`
@@ -165,6 +176,9 @@ class Trainer {
   absl::StatusOr<std::unique_ptr<sharded::checkpoint::AsyncCheckpointer>> StartAsyncCheckpointer(
       c10d::ProcessGroup& pg, const sharded::checkpoint::RemovalLog& on_removed);
   // Loads the committed checkpoint in `dir` (collective).
+  // Loads a PyTorch DCP checkpoint in `dir` (see "From PyTorch" above).
+  absl::Status ResumeFromDcp(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
+                             c10d::ProcessGroup& pg, const std::string& dir);
   absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg,
                       const std::string& dir);
 

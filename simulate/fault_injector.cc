@@ -7,8 +7,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lightning/trainer.h"
-#include "sharded/checkpoint/checkpoint_root.h"
-#include "sharded/checkpoint/fault_injecting_storage.h"
+#include "sharded/checkpoint/roots/checkpoint_root.h"
+#include "sharded/checkpoint/storage/fault_injecting_storage.h"
 
 namespace shardlight::simulate {
 

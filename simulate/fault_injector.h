@@ -16,7 +16,7 @@
 #include <memory>
 
 #include "lightning/callback.h"
-#include "sharded/checkpoint/storage.h"
+#include "sharded/checkpoint/storage/storage.h"
 #include "simulate/core/fault_plan.h"
 
 namespace shardlight::simulate {

@@ -21,9 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "lightning/trainer.h"
 #include "sharded/agreement.h"
-#include "sharded/checkpoint/checkpoint_root.h"
+#include "sharded/checkpoint/roots/checkpoint_root.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
-#include "sharded/checkpoint/fault_injecting_storage.h"
+#include "sharded/checkpoint/storage/fault_injecting_storage.h"
 #include "simulate/core/simulated_cluster.h"
 #include "simulate/embedding_mlp.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "sharded/checkpoint/checkpoint_testing.h"
-#include "sharded/checkpoint/index.h"
+#include "sharded/checkpoint/format/index.h"
 #include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
 

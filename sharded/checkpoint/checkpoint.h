@@ -44,8 +44,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "sharded/checkpoint/run_record.h"
-#include "sharded/checkpoint/storage.h"
+#include "sharded/checkpoint/format/run_record.h"
+#include "sharded/checkpoint/storage/storage.h"
 #include "sharded/state_dict.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 

@@ -14,9 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
-#include "sharded/checkpoint/crc32c.h"
-#include "sharded/checkpoint/index.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/format/crc32c.h"
+#include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/storage/posix_file.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {

@@ -18,9 +18,9 @@
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
-#include "sharded/checkpoint/fault_injecting_storage.h"
-#include "sharded/checkpoint/index.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/storage/fault_injecting_storage.h"
+#include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/storage/posix_file.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {

@@ -12,8 +12,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
-#include "sharded/checkpoint/index.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/test_layouts.h"
 #include "simulate/core/simulated_cluster.h"
 

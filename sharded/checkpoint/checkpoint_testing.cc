@@ -10,7 +10,7 @@
 #include <sys/stat.h>
 
 #include "absl/strings/str_cat.h"
-#include "sharded/checkpoint/fault_injecting_storage.h"
+#include "sharded/checkpoint/storage/fault_injecting_storage.h"
 #include "sharded/tensor_region.h"
 
 namespace shardlight::sharded::checkpoint::testing {

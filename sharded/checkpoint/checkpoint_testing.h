@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sharded/checkpoint/storage.h"
+#include "sharded/checkpoint/storage/storage.h"
 #include "sharded/sharded_tensor.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/state_dict.h"

@@ -10,10 +10,11 @@
 #include "sharded/mismatch.h"
 #include "sharded/box.h"
 #include "sharded/checkpoint/checkpoint.h"
-#include "sharded/checkpoint/checkpoint_reader.h"
-#include "sharded/checkpoint/entry_reader.h"
-#include "sharded/checkpoint/index.h"
-#include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/format/entry_reader.h"
+#include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/interop/open_checkpoint.h"
 #include "sharded/agreement.h"
 #include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
@@ -245,7 +246,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   std::vector<ReadOp> ops;
   LoadStats keys;  // the key lists
   absl::Status mine = NoThrow([&]() -> absl::Status {
-    reader = CheckpointReader::Open(dir, StorageOrPosix(options.storage.get()));
+    reader = OpenCheckpointForRead(dir, StorageOrPosix(options.storage.get()));
     if (!reader.ok()) return reader.status();
     SL_RETURN_IF_ERROR(CheckBufferFits(*reader, options));
     return Plan(to_fill, *reader, options, &destinations, &ops, &keys);

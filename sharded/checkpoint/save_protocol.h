@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sharded/checkpoint/checkpoint.h"
-#include "sharded/checkpoint/data_file.h"
+#include "sharded/checkpoint/format/data_file.h"
 #include "sharded/state_dict.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 

@@ -13,9 +13,9 @@
 #include "absl/strings/match.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
-#include "sharded/checkpoint/fault_injecting_storage.h"
-#include "sharded/checkpoint/in_memory_storage.h"
-#include "sharded/checkpoint/storage.h"
+#include "sharded/checkpoint/storage/fault_injecting_storage.h"
+#include "sharded/checkpoint/storage/in_memory_storage.h"
+#include "sharded/checkpoint/storage/storage.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {

@@ -2,7 +2,7 @@
 // index serialises and parses back to the same index.
 #include <string>
 
-#include "sharded/checkpoint/index.h"
+#include "sharded/checkpoint/format/index.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

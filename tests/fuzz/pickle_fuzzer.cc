@@ -2,7 +2,7 @@
 // exposed parser. Limits are small so each input is cheap. Property: an
 // accepted graph's root and every reference point at nodes that exist.
 #include "absl/strings/string_view.h"
-#include "sharded/checkpoint/pytorch/pickle_reader.h"
+#include "sharded/checkpoint/interop/pytorch/pickle_reader.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -3,7 +3,7 @@
 // lies inside the data region, its entries sorted and non-overlapping.
 #include <string>
 
-#include "sharded/checkpoint/safetensors.h"
+#include "sharded/checkpoint/format/safetensors.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -35,7 +35,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sharded/checkpoint/async_checkpointer.h"
+#include "sharded/checkpoint/async/async_checkpointer.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/factories.h"
 #include "sharded/sharded_tensor.h"

@@ -1,9 +1,10 @@
 #include "tools/ckpt/checkpoint_input.h"
 
-#include "sharded/checkpoint/checkpoint_reader.h"
-#include "sharded/checkpoint/checkpoint_root.h"
-#include "sharded/checkpoint/index.h"
-#include "sharded/checkpoint/posix_file.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/interop/open_checkpoint.h"
+#include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/roots/root_layout.h"
+#include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::tools::ckpt {
@@ -16,7 +17,7 @@ namespace {
 // every data file it lists opens and holds the entries it says (the blocks'
 // checksums are checked by the command itself as it reads them).
 absl::Status StepOpens(const std::string& step_dir) {
-  SL_ASSIGN_OR_RETURN(auto reader, cp::CheckpointReader::Open(step_dir));
+  SL_ASSIGN_OR_RETURN(auto reader, cp::OpenCheckpointForRead(step_dir));
   return reader.CheckEveryFile();
 }
 

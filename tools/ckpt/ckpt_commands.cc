@@ -14,14 +14,16 @@
 #include "absl/strings/str_format.h"
 #include "sharded/box.h"
 #include "sharded/shard_metadata.h"
-#include "sharded/checkpoint/checkpoint_reader.h"
-#include "sharded/checkpoint/dtype_names.h"
-#include "sharded/checkpoint/entry_reader.h"
-#include "sharded/checkpoint/index.h"
-#include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/posix_file.h"
-#include "sharded/checkpoint/row_major_tiles.h"
-#include "sharded/checkpoint/safetensors.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/format/dtype_names.h"
+#include "sharded/checkpoint/format/entry_reader.h"
+#include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/storage/posix_file.h"
+#include "sharded/checkpoint/format/row_major_tiles.h"
+#include "sharded/checkpoint/format/safetensors.h"
+#include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
+#include "sharded/checkpoint/interop/open_checkpoint.h"
 #include "tools/ckpt/tensor_regions.h"
 
 namespace shardlight::tools::ckpt {
@@ -94,6 +96,65 @@ std::vector<std::string> InspectRow(const IndexTensor& t, int64_t* bytes, std::s
 
 std::string Pad(const std::string& s, size_t width) { return s.size() >= width ? s : s + std::string(width - s.size(), ' '); }
 
+void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<size_t> widths(rows[0].size(), 0);
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (size_t c = 0; c < row.size(); ++c) line += (c + 1 < row.size() ? Pad(row[c], widths[c] + 2) : row[c]);
+    out << line << "\n";
+  }
+}
+
+const std::vector<std::string> kTableHeader = {"key", "kind", "dtype", "shape", "shards", "coverage", "bytes"};
+
+// A PyTorch distributed checkpoint: its .metadata as the same table, and its
+// non-tensor entries.
+int InspectDcp(const std::string& dir, std::ostream& out, std::ostream& err) {
+  namespace dcp = sharded::checkpoint::dcp;
+  sharded::checkpoint::Storage& storage = sharded::checkpoint::PosixStorage();
+  auto md = dcp::ReadDcpMetadata(dir, storage);
+  auto reader = md.ok() ? dcp::OpenDcpCheckpoint(dir, storage) : md.status();
+  auto values = md.ok() ? dcp::ReadDcpValues(dir, storage, *md) : md.status();
+  if (!reader.ok()) {
+    err << "ckpt: " << reader.status().message() << "\n";
+    return 1;
+  }
+  const CheckpointIndex& index = reader->index();
+  std::vector<std::vector<std::string>> rows = {kTableHeader};
+  int64_t total = 0;
+  std::vector<std::string> problems;
+  for (const IndexTensor& t : index.tensors) {
+    int64_t bytes = 0;
+    std::string problem;
+    rows.push_back(InspectRow(t, &bytes, &problem));
+    if (!problem.empty()) problems.push_back(problem);
+    total = SaturatingAdd(total, std::max<int64_t>(bytes, 0));
+  }
+  out << "checkpoint " << dir << "\n"
+      << "  " << dcp::kDcpFormatName << " (torch.distributed.checkpoint), version "
+      << (md->version.empty() ? "not recorded" : md->version) << ", saved by " << index.world_size << " rank"
+      << (index.world_size == 1 ? "" : "s") << "\n"
+      << "  " << index.tensors.size() << " tensors, " << HumanBytes(total) << " in " << index.files.size()
+      << " data files; no checksums\n";
+  if (values.ok()) {
+    out << "  " << values->size() << " non-tensor entries" << (values->empty() ? "" : ":") << "\n";
+    for (const auto& v : *values) out << "    " << v.key << " = " << v.repr << "\n";
+  } else {
+    problems.push_back(std::string(values.status().message()));
+  }
+  out << "\n";
+  PrintTable(rows, out);
+  if (!problems.empty()) {
+    out << "\n";
+    for (const std::string& p : problems) out << "problem: " << p << "\n";
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::string HumanBytes(int64_t bytes) {
@@ -111,7 +172,11 @@ std::string HumanBytes(int64_t bytes) {
 int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
   const std::string path = JoinPath(dir, sharded::checkpoint::kIndexFileName);
   if (!sharded::checkpoint::PathExists(path)) {
-    err << "ckpt: no checkpoint at '" << dir << "': " << sharded::checkpoint::kIndexFileName << " is missing\n";
+    if (sharded::checkpoint::dcp::IsDcpCheckpoint(dir, sharded::checkpoint::PosixStorage())) {
+      return InspectDcp(dir, out, err);
+    }
+    err << "ckpt: no checkpoint at '" << dir << "': " << sharded::checkpoint::kIndexFileName << " is missing (nor is "
+        << sharded::checkpoint::dcp::kDcpMetadataFileName << ", a PyTorch distributed checkpoint's)\n";
     return 1;
   }
   auto text = sharded::checkpoint::ReadIndexText(sharded::checkpoint::PosixStorage(), dir);
@@ -126,7 +191,7 @@ int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
     return 1;
   }
   std::vector<std::vector<std::string>> rows;
-  rows.push_back({"key", "kind", "dtype", "shape", "shards", "coverage", "bytes"});
+  rows.push_back(kTableHeader);
   std::vector<std::string> problems;
   int64_t total = 0;
   bool total_known = true;
@@ -151,15 +216,7 @@ int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
   std::string run;
   for (const auto& [name, value] : index->run) absl::StrAppend(&run, run.empty() ? "" : ", ", name, "=", value);
   out << "  run: " << (run.empty() ? "not recorded" : run) << "\n\n";
-  std::vector<size_t> widths(rows[0].size(), 0);
-  for (const auto& row : rows) {
-    for (size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
-  }
-  for (const auto& row : rows) {
-    std::string line;
-    for (size_t c = 0; c < row.size(); ++c) line += (c + 1 < row.size() ? Pad(row[c], widths[c] + 2) : row[c]);
-    out << line << "\n";
-  }
+  PrintTable(rows, out);
   absl::Status whole = index->sealed ? sharded::checkpoint::CheckIndexChecksum(*text, path) : absl::OkStatus();
   if (whole.ok()) whole = sharded::checkpoint::ValidateIndex(*index, path);
   if (!whole.ok() || !problems.empty()) {
@@ -172,7 +229,7 @@ int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
 }
 
 int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
-  auto reader = CheckpointReader::Open(dir);
+  auto reader = sharded::checkpoint::OpenCheckpointForRead(dir);
   if (!reader.ok()) {
     err << "ckpt: " << reader.status().message() << "\n";
     return 1;
@@ -223,6 +280,23 @@ int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
   if (failures > 0 || !bad_files.empty()) {
     out << failures << " of " << reader->index().tensors.size() << " tensors failed verification\n";
     return 1;
+  }
+  if (!reader->checksummed()) {
+    // A foreign format without checksums: every payload was located and
+    // matched its metadata, and every byte read; nothing says the bytes are
+    // the ones saved. Its non-tensor entries must read as plain values.
+    namespace dcp = sharded::checkpoint::dcp;
+    auto md = dcp::ReadDcpMetadata(dir, sharded::checkpoint::PosixStorage());
+    auto values = md.ok() ? dcp::ReadDcpValues(dir, sharded::checkpoint::PosixStorage(), *md) : md.status();
+    if (!values.ok()) {
+      out << "FAILED  " << values.status().message() << "\n";
+      return 1;
+    }
+    out << "OK: " << reader->index().tensors.size() << " tensors, " << shards << " shards, " << values->size()
+        << " non-tensor entries, " << HumanBytes(stats.bytes_read) << " in " << reader->files_opened()
+        << " files read; a " << reader->format()
+        << " checkpoint has no checksums: its structure and every payload were checked, not the bytes' values\n";
+    return 0;
   }
   out << "OK: " << reader->index().tensors.size() << " tensors, " << shards << " shards, "
       << HumanBytes(stats.bytes_read) << " in " << reader->files_opened() << " files verified\n";
@@ -286,7 +360,7 @@ absl::Status ConsolidateInto(CheckpointReader& reader, File& file, const Consoli
 
 int Consolidate(const std::string& dir, const std::string& out_path, const ConsolidateOptions& options,
                 std::ostream& out, std::ostream& err) {
-  auto reader = CheckpointReader::Open(dir);
+  auto reader = sharded::checkpoint::OpenCheckpointForRead(dir);
   if (!reader.ok()) {
     err << "ckpt: " << reader.status().message() << "\n";
     return 1;

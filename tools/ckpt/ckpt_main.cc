@@ -1,10 +1,11 @@
-// ckpt: inspect, verify and consolidate shardlight checkpoints.
+// ckpt: inspect, verify, convert and reshard checkpoints (shardlight's, and PyTorch DCP directories).
 //
 //   bazel run //tools/ckpt -- inspect DIR
 //   bazel run //tools/ckpt -- verify DIR
 //   bazel run //tools/ckpt -- [--buffer_mib=N] [--progress=auto|always|never] consolidate DIR OUT
 //   bazel run //tools/ckpt -- --world_size=N [--shard=KEY=DIM,...] [--layout=FILE] [--prefix=P]
 //                             [--optimizer_states] [--global_step] import IN.pt OUT_DIR
+//     (IN a PyTorch DCP directory: resharded into OUT_DIR, --world_size and --shard only)
 //   bazel run //tools/ckpt -- [--lightning] [--prefix=P] export DIR OUT.pt
 //   bazel run //tools/ckpt -- --world_size=M [--shard=KEY=DIM,...] [--layout=FILE] reshard IN OUT
 //   bazel run //tools/ckpt -- [--buffer_mib=N] diff A B
@@ -23,6 +24,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
 #include "tools/flags/strict_flags.h"
 #include "tools/ckpt/checkpoint_input.h"
 #include "tools/ckpt/ckpt_commands.h"
@@ -130,6 +132,19 @@ int main(int argc, char** argv) {
     shardlight::tools::ckpt::DiffOptions diff;
     diff.buffer_bytes = options.buffer_bytes;
     return shardlight::tools::ckpt::Diff(args[2], args[3], diff, std::cout, std::cerr);
+  }
+  if (command == "import" &&
+      shardlight::sharded::checkpoint::dcp::IsDcpCheckpoint(args[2], shardlight::sharded::checkpoint::PosixStorage())) {
+    // A PyTorch distributed checkpoint: resharded into shardlight's format.
+    if (!absl::GetFlag(FLAGS_prefix).empty() || absl::GetFlag(FLAGS_global_step) ||
+        absl::GetFlag(FLAGS_optimizer_states)) {
+      return UsageError("import of a PyTorch DCP directory takes --world_size and --shard only (its keys stay as saved)");
+    }
+    shardlight::tools::ckpt::ReshardOptions reshard;
+    reshard.world_size = absl::GetFlag(FLAGS_world_size);
+    if (reshard.world_size < 1 || reshard.world_size > 65536) return UsageError("--world_size must be in [1, 65536]");
+    if (absl::Status s = ShardDims(&reshard.shard_dims); !s.ok()) return UsageError(std::string(s.message()));
+    return shardlight::tools::ckpt::Reshard(args[2], args[3], reshard, std::cout, std::cerr);
   }
   if (command == "import") {
     shardlight::sharded::checkpoint::pytorch::ImportOptions import;

@@ -8,8 +8,8 @@
 #include <ostream>
 #include <string>
 
-#include "sharded/checkpoint/pytorch/torch_export.h"
-#include "sharded/checkpoint/pytorch/torch_import.h"
+#include "sharded/checkpoint/interop/pytorch/torch_export.h"
+#include "sharded/checkpoint/interop/pytorch/torch_import.h"
 
 namespace shardlight::tools::ckpt {
 

@@ -10,12 +10,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sharded/checkpoint/checkpoint_reader.h"
-#include "sharded/checkpoint/dtype_names.h"
-#include "sharded/checkpoint/entry_reader.h"
-#include "sharded/checkpoint/names.h"
-#include "sharded/checkpoint/offline_writer.h"
-#include "sharded/checkpoint/row_major_tiles.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/interop/open_checkpoint.h"
+#include "sharded/checkpoint/format/dtype_names.h"
+#include "sharded/checkpoint/format/entry_reader.h"
+#include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/offline/offline_writer.h"
+#include "sharded/checkpoint/format/row_major_tiles.h"
 #include "sharded/no_throw.h"
 #include "sharded/shard_metadata.h"
 #include "tools/ckpt/ckpt_commands.h"
@@ -92,7 +93,7 @@ std::string Describe(const IndexTensor& t) { return absl::StrCat(DtypeName(t.dty
 
 int Reshard(const std::string& in_dir, const std::string& out_dir, const ReshardOptions& options, std::ostream& out,
             std::ostream& err) {
-  auto reader = CheckpointReader::Open(in_dir);
+  auto reader = sharded::checkpoint::OpenCheckpointForRead(in_dir);
   if (!reader.ok()) {
     err << "ckpt: " << reader.status().message() << "\n";
     return 1;
@@ -146,12 +147,12 @@ int Reshard(const std::string& in_dir, const std::string& out_dir, const Reshard
 
 int Diff(const std::string& a_dir, const std::string& b_dir, const DiffOptions& options, std::ostream& out,
          std::ostream& err) {
-  auto a = CheckpointReader::Open(a_dir);
+  auto a = sharded::checkpoint::OpenCheckpointForRead(a_dir);
   if (!a.ok()) {
     err << "ckpt: " << a.status().message() << "\n";
     return 1;
   }
-  auto b = CheckpointReader::Open(b_dir);
+  auto b = sharded::checkpoint::OpenCheckpointForRead(b_dir);
   if (!b.ok()) {
     err << "ckpt: " << b.status().message() << "\n";
     return 1;

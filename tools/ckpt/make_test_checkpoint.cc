@@ -14,10 +14,10 @@
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
-#include "sharded/checkpoint/dtype_names.h"
-#include "sharded/checkpoint/offline_writer.h"
-#include "sharded/checkpoint/posix_file.h"
-#include "sharded/checkpoint/safetensors.h"
+#include "sharded/checkpoint/format/dtype_names.h"
+#include "sharded/checkpoint/offline/offline_writer.h"
+#include "sharded/checkpoint/storage/posix_file.h"
+#include "sharded/checkpoint/format/safetensors.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace {

@@ -4,7 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sharded/box.h"
-#include "sharded/checkpoint/names.h"
+#include "sharded/checkpoint/format/names.h"
 
 namespace shardlight::tools::ckpt {
 

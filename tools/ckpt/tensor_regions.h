@@ -12,8 +12,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "sharded/checkpoint/checkpoint_reader.h"
-#include "sharded/checkpoint/entry_reader.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/format/entry_reader.h"
 
 namespace shardlight::tools::ckpt {
 

@@ -1,0 +1,227 @@
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/format/dtype_names.h"
+#include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/format/safetensors.h"
+#include "sharded/status_macros.h"
+
+namespace shardlight::sharded::checkpoint {
+namespace {
+
+// Starts an error of CheckFile that already names its key.
+constexpr char kOwnKeyMark[] = "\x01";
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadIndexText(Storage& storage, const std::string& dir) {
+  const std::string path = JoinPath(dir, kIndexFileName);
+  auto error = [](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("checkpoint index: ", s.message()));
+  };
+  int64_t limit = kMaxIndexBytes;
+  {
+    auto file = File::OpenForRead(storage, path);
+    if (!file.ok()) return error(file.status());
+    auto size = file->Size();
+    if (!size.ok()) return error(size.status());
+    if (*size > kIndexBytesWithoutData) {
+      // Larger indexes must be in proportion to the data they describe.
+      auto names = storage.List(dir);
+      if (!names.ok()) return error(names.status());
+      int64_t data = 0;
+      for (const std::string& name : *names) {
+        if (!absl::StartsWith(name, "data-") || !absl::EndsWith(name, ".safetensors")) continue;
+        auto f = File::OpenForRead(storage, JoinPath(dir, name));
+        auto n = f.ok() ? f->Size() : absl::StatusOr<int64_t>(0);
+        if (n.ok()) data += std::min(*n, kMaxIndexBytes);
+      }
+      const int64_t proportionate = kIndexBytesWithoutData + kIndexBytesPerDataByte * data;
+      if (*size > std::min(limit, proportionate)) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint index ", Quote(path), " has ", *size, " bytes, more than an index of a checkpoint with ",
+            data, " bytes of data files can need (", kIndexBytesWithoutData, " + ", kIndexBytesPerDataByte,
+            " per data byte); refused unread"));
+      }
+    }
+  }
+  auto text = ReadWholeFile(storage, path, limit);
+  if (!text.ok()) return error(text.status());
+  return text;
+}
+
+absl::StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& dir, Storage& storage) {
+  const std::string path = JoinPath(dir, kIndexFileName);
+  if (!storage.Exists(path)) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint at '", dir, "': ", kIndexFileName, " is missing"));
+  }
+  SL_ASSIGN_OR_RETURN(auto text, ReadIndexText(storage, dir));
+  auto index = ParseIndex(text, path);
+  if (!index.ok()) return index.status();
+  CheckpointReader reader;
+  reader.storage_ = &storage;
+  reader.dir_ = dir;
+  reader.index_bytes_ = static_cast<int64_t>(text.size());
+  reader.index_ = std::make_unique<CheckpointIndex>(*std::move(index));
+  reader.index_->Reindex();  // the move left the lookup tables pointing at the same positions
+  reader.IndexShardsByFile();
+  return reader;
+}
+
+CheckpointReader CheckpointReader::OpenForeign(const std::string& dir, Storage& storage, CheckpointIndex index,
+                                               int64_t index_bytes, std::string format,
+                                               std::unique_ptr<ForeignDataFiles> files) {
+  CheckpointReader reader;
+  reader.storage_ = &storage;
+  reader.dir_ = dir;
+  reader.index_bytes_ = index_bytes;
+  reader.format_ = std::move(format);
+  reader.foreign_ = std::move(files);
+  reader.index_ = std::make_unique<CheckpointIndex>(std::move(index));
+  reader.index_->Reindex();
+  reader.IndexShardsByFile();
+  return reader;
+}
+
+void CheckpointReader::IndexShardsByFile() {
+  for (IndexTensor& t : index_->tensors) {
+    for (IndexShard& s : t.shards) shards_by_file_[s.file].emplace_back(&t, &s);
+  }
+}
+
+absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expected) {
+  auto size = file.Size();
+  if (!size.ok()) return size.status();
+  const std::string name = Quote(expected.name);
+  if (*size >= 8) {  // a shorter file is reported as truncated below
+    auto n = ReadSafetensorsHeaderLength(file, *size, expected.name, &header_bytes_read_);
+    if (!n.ok()) return n.status();
+    if (*size == expected.bytes && *n != expected.header_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("data file ", name, ": header length ", *n,
+                                                     " differs from the index's ", expected.header_bytes));
+    }
+  }
+  if (*size < expected.bytes) {
+    return absl::DataLossError(absl::StrCat("data file ", name, " is truncated: it has ", *size,
+                                            " bytes; the index expects ", expected.bytes));
+  }
+  if (*size > expected.bytes) {
+    return absl::DataLossError(absl::StrCat("data file ", name, " has ", *size, " bytes; the index expects ",
+                                            expected.bytes, " (was it modified after the save?)"));
+  }
+  // Length and size match the index: the header costs what the save wrote.
+  auto header = ReadSafetensorsHeader(file, *size, expected.name,
+                                      std::min(expected.header_bytes, kMaxSafetensorsHeaderBytes), &header_bytes_read_);
+  if (!header.ok()) return header.status();
+  // One lookup per shard: SafetensorsHeader::Find is a scan, which over a
+  // file of n entries would make this check O(n^2).
+  std::unordered_map<std::string_view, const SafetensorsEntry*> by_name;
+  by_name.reserve(header->entries.size());
+  for (const SafetensorsEntry& e : header->entries) by_name.emplace(e.name, &e);
+  for (const auto& [tensor, shard] : shards_by_file_[expected.name]) {
+    const auto found = by_name.find(shard->entry);
+    const SafetensorsEntry* e = found == by_name.end() ? nullptr : found->second;
+    const std::string what =
+        absl::StrCat(kOwnKeyMark, "key ", Quote(tensor->key), ": data file ", name, ": entry ", Quote(shard->entry));
+    if (e == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing from the file's header"));
+    if (e->dtype != DtypeName(tensor->dtype) || e->shape != shard->sizes ||
+        header->data_start() + e->begin != shard->begin || header->data_start() + e->end != shard->end) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " disagrees with the index: header has ", e->dtype, " ", ShapeToString(e->shape), " at bytes [",
+          header->data_start() + e->begin, ", ", header->data_start() + e->end, "), index has ",
+          DtypeName(tensor->dtype), " ", ShapeToString(shard->sizes), " at [", shard->begin, ", ", shard->end, ")"));
+    }
+  }
+  // Every entry is accounted for: names are unique on both sides, so equal
+  // counts mean the file holds exactly what the index places in it.
+  const auto& placed = shards_by_file_[expected.name];
+  if (header->entries.size() != placed.size()) {
+    std::set<std::string> listed;
+    for (const auto& p : placed) listed.insert(p.second->entry);
+    std::string extra;
+    for (const SafetensorsEntry& e : header->entries) {
+      if (listed.count(e.name) == 0) {
+        extra = e.name;
+        break;
+      }
+    }
+    return absl::InvalidArgumentError(absl::StrCat("data file ", name, " holds ", header->entries.size(),
+                                                   " entries; the index lists ", placed.size(), " (entry ",
+                                                   Quote(extra), " is not in the index)"));
+  }
+  return CheckFileMetadata(header->metadata, expected);
+}
+
+absl::Status CheckpointReader::CheckFileMetadata(const std::map<std::string, std::string>& metadata,
+                                                 const IndexFile& expected) {
+  const std::map<std::string, std::string> want = {{"format", "shardlight.checkpoint"},
+                                                   {"version", std::to_string(index_->version)},
+                                                   {"rank", std::to_string(expected.rank)}};
+  for (const auto& [field, value] : want) {
+    auto it = metadata.find(field);
+    if (it == metadata.end() || it->second != value) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "data file ", Quote(expected.name), ": __metadata__ ", field, " is ",
+          it == metadata.end() ? std::string("missing") : Quote(it->second), "; expected ", Quote(value)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& name, const std::string& key) {
+  auto it = files_.find(name);
+  if (it != files_.end()) return it->second.get();
+  const IndexFile* expected = index_->FindFile(name);
+  const std::string prefix = key.empty() ? "" : absl::StrCat("key ", Quote(key), ": ");
+  if (expected == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "data file ", Quote(name), " is not in the index"));
+  }
+  const std::string path = JoinPath(dir_, name);
+  auto file = File::OpenForRead(*storage_, path);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(), absl::StrCat(prefix, "data file ", Quote(name),
+                                                           absl::IsNotFound(file.status()) ? " is missing: " : ": ",
+                                                           file.status().message()));
+  }
+  absl::Status s = foreign_ != nullptr ? foreign_->Open(*file, name, shards_by_file_[name]) : CheckFile(*file, *expected);
+  if (!s.ok()) {
+    // An entry's error names the key at fault; a file's, the key that needed it.
+    if (absl::StartsWith(s.message(), kOwnKeyMark)) {
+      return absl::Status(s.code(), s.message().substr(std::string_view(kOwnKeyMark).size()));
+    }
+    return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+  }
+  auto owned = std::make_unique<File>(*std::move(file));
+  const File* out = owned.get();
+  files_.emplace(name, std::move(owned));
+  return out;
+}
+
+absl::Status CheckpointReader::CheckEveryFile() {
+  for (const IndexFile& f : index_->files) {
+    SL_RETURN_IF_ERROR(OpenDataFile(f.name, "").status());
+  }
+  return absl::OkStatus();
+}
+
+EntrySource CheckpointReader::SourceOf(const IndexTensor& tensor, const IndexShard& shard, const File* file) const {
+  EntrySource src;
+  src.file = file;
+  src.file_name = shard.file;
+  src.entry_name = shard.entry;
+  src.dtype = tensor.dtype;
+  src.offsets = shard.offsets;
+  src.sizes = shard.sizes;
+  src.begin = shard.begin;
+  src.block_bytes = index_->block_bytes;
+  src.block_crcs = foreign_ != nullptr ? nullptr : &shard.block_crcs;
+  return src;
+}
+
+}  // namespace shardlight::sharded::checkpoint

@@ -1,0 +1,104 @@
+// Read access to a checkpoint directory by one process: the parsed and
+// validated index, and data files opened once each and checked against it
+// (size, header length, __metadata__, and every entry: the file holds exactly
+// the entries the index places in it, with their dtype, shape and byte range). Not collective; LoadCheckpoint runs one per
+// rank and the ckpt tool runs one on its own.
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_FORMAT_CHECKPOINT_READER_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_FORMAT_CHECKPOINT_READER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sharded/checkpoint/format/entry_reader.h"
+#include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/storage/storage.h"
+
+namespace shardlight::sharded::checkpoint {
+
+// An index up to this size is read whatever the data; a larger one must be at
+// most kIndexBytesPerDataByte times the size of the directory's data files
+// (plus this). A real index takes well under 4 bytes per byte of the data
+// file headers that describe the same shards.
+constexpr int64_t kIndexBytesWithoutData = int64_t{1} << 20;
+constexpr int64_t kIndexBytesPerDataByte = 8;
+
+// DIR/index.json's text, refused before it is read when it is larger than
+// kMaxIndexBytes or than the limit above (FailedPrecondition), or when it is
+// not a regular file. Errors start "checkpoint index".
+absl::StatusOr<std::string> ReadIndexText(Storage& storage, const std::string& dir);
+
+// The data files of a checkpoint in another format (interop/: PyTorch DCP):
+// how each is checked when first opened and where its entries' bytes are.
+// Its entries carry no checksums.
+class ForeignDataFiles {
+ public:
+  virtual ~ForeignDataFiles() = default;
+  // Checks `file` (the index's file `name`) and sets begin and end of every
+  // shard the index places in it to the absolute byte range of its
+  // row-major data; the error names the file and, for a shard, its key.
+  virtual absl::Status Open(const File& file, const std::string& name,
+                            const std::vector<std::pair<const IndexTensor*, IndexShard*>>& shards) = 0;
+};
+
+class CheckpointReader {
+ public:
+  // Reads and validates DIR/index.json. NotFound when there is no index.
+  static absl::StatusOr<CheckpointReader> Open(const std::string& dir, Storage& storage = PosixStorage());
+
+  // A checkpoint in another format: `index` (files and shards, checked by
+  // the caller; shards' byte ranges are set by `files` as files open),
+  // `index_bytes` the size of the metadata it came from, `format` what it is
+  // ("PyTorch DCP"). block_bytes is the read unit (no checksums).
+  static CheckpointReader OpenForeign(const std::string& dir, Storage& storage, CheckpointIndex index,
+                                      int64_t index_bytes, std::string format, std::unique_ptr<ForeignDataFiles> files);
+
+  // "shardlight" for our own format, else the foreign format's name.
+  const std::string& format() const { return format_; }
+  bool checksummed() const { return foreign_ == nullptr; }
+
+  const CheckpointIndex& index() const { return *index_; }
+  const std::string& dir() const { return dir_; }
+  int64_t index_bytes() const { return index_bytes_; }
+  // Bytes of data-file headers read so far.
+  int64_t header_bytes_read() const { return header_bytes_read_; }
+  int files_opened() const { return static_cast<int>(files_.size()); }
+
+  // Opens file `name` of the index on first use and checks it; `key` (may be
+  // empty) is the key that needs it, named in errors about the file ("key 'w':
+  // data file 'f' is truncated"); an error about one entry names that entry's
+  // key instead.
+  absl::StatusOr<const File*> OpenDataFile(const std::string& name, const std::string& key);
+
+  // Opens and checks every file the index lists, needed or not: what a tool
+  // that reads the whole checkpoint calls first. The first error.
+  absl::Status CheckEveryFile();
+
+  // Where `shard` of `tensor` is, in an opened file.
+  EntrySource SourceOf(const IndexTensor& tensor, const IndexShard& shard, const File* file) const;
+
+ private:
+  CheckpointReader() = default;
+  void IndexShardsByFile();
+  absl::Status CheckFile(const File& file, const IndexFile& expected);
+  // FORMAT.md's __metadata__: format, the index's version, the file's rank.
+  absl::Status CheckFileMetadata(const std::map<std::string, std::string>& metadata, const IndexFile& expected);
+
+  Storage* storage_ = nullptr;
+  std::string dir_;
+  std::string format_ = "shardlight";
+  std::unique_ptr<ForeignDataFiles> foreign_;
+  std::unique_ptr<CheckpointIndex> index_;  // stable address for EntrySource
+  int64_t index_bytes_ = 0;
+  int64_t header_bytes_read_ = 0;
+  std::map<std::string, std::unique_ptr<File>> files_;
+  // The shards the index places in each file.
+  std::map<std::string, std::vector<std::pair<const IndexTensor*, IndexShard*>>> shards_by_file_;
+};
+
+}  // namespace shardlight::sharded::checkpoint
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_FORMAT_CHECKPOINT_READER_H_

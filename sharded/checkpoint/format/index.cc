@@ -1,0 +1,251 @@
+#include "sharded/checkpoint/format/index.h"
+
+#include <algorithm>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/format/dtype_names.h"
+#include "sharded/checkpoint/format/json_fields.h"
+#include "sharded/checkpoint/format/names.h"
+#include "sharded/status_macros.h"
+
+namespace shardlight::sharded::checkpoint {
+namespace {
+
+constexpr char kFormatName[] = "shardlight.checkpoint";
+
+}  // namespace
+
+std::string EncodeCrcHex(const std::vector<uint32_t>& crcs) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(crcs.size() * 8);
+  for (uint32_t c : crcs) {
+    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(c >> shift) & 0xF]);
+  }
+  return out;
+}
+
+bool DecodeCrcHex(const std::string& hex, std::vector<uint32_t>* crcs) {
+  if (hex.size() % 8 != 0) return false;
+  crcs->clear();
+  crcs->reserve(hex.size() / 8);
+  for (size_t i = 0; i < hex.size(); i += 8) {
+    uint32_t c = 0;
+    for (size_t j = i; j < i + 8; ++j) {
+      const char h = hex[j];
+      uint32_t v;
+      if (h >= '0' && h <= '9') {
+        v = h - '0';
+      } else if (h >= 'a' && h <= 'f') {
+        v = h - 'a' + 10;
+      } else {
+        return false;
+      }
+      c = (c << 4) | v;
+    }
+    crcs->push_back(c);
+  }
+  return true;
+}
+
+namespace {
+
+absl::Status Bad(const std::string& index_name, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("checkpoint index ", Quote(index_name), ": ", what));
+}
+
+absl::Status BadKey(const std::string& index_name, const std::string& key, const std::string& what) {
+  return Bad(index_name, absl::StrCat("key ", Quote(key), ": ", what));
+}
+
+}  // namespace
+
+ShardedTensorMetadata IndexTensor::Metadata() const {
+  ShardedTensorMetadata m;
+  m.sizes = shape;
+  m.properties.dtype = dtype;
+  for (const IndexShard& s : shards) m.shards.push_back({s, Placement::Cpu(s.rank)});
+  return m;
+}
+
+const IndexTensor* CheckpointIndex::Find(const std::string& key) const {
+  auto it = tensor_index_.find(key);
+  return it == tensor_index_.end() ? nullptr : &tensors[it->second];
+}
+
+const IndexFile* CheckpointIndex::FindFile(const std::string& name) const {
+  auto it = file_index_.find(name);
+  return it == file_index_.end() ? nullptr : &files[it->second];
+}
+
+void CheckpointIndex::Reindex() {
+  tensor_index_.clear();
+  file_index_.clear();
+  for (size_t i = 0; i < tensors.size(); ++i) tensor_index_.emplace(tensors[i].key, i);
+  for (size_t i = 0; i < files.size(); ++i) file_index_.emplace(files[i].name, i);
+}
+
+std::string SerializeIndex(const CheckpointIndex& index) {
+  // One line per file and per shard: readable, diffable, and compact for
+  // checkpoints with many shards.
+  using Ordered = nlohmann::ordered_json;
+  std::string out = "{\n";
+  absl::StrAppend(&out, " \"format\": ", Ordered(kFormatName).dump(), ",\n");
+  absl::StrAppend(&out, " \"version\": ", index.version, ",\n");
+  absl::StrAppend(&out, " \"world_size\": ", index.world_size, ",\n");
+  absl::StrAppend(&out, " \"generation\": ", Ordered(index.generation).dump(), ",\n");
+  absl::StrAppend(&out, " \"checksum\": ",
+                  Ordered({{"algorithm", "crc32c"}, {"block_bytes", index.block_bytes}}).dump(), ",\n");
+  if (!index.run.empty()) {
+    out += " \"run\": [";
+    for (auto it = index.run.begin(); it != index.run.end(); ++it) {
+      absl::StrAppend(&out, it == index.run.begin() ? "" : ", ", Ordered(it->first + "=" + it->second).dump());
+    }
+    out += "],\n";
+  }
+  out += " \"files\": [";
+  for (size_t i = 0; i < index.files.size(); ++i) {
+    const IndexFile& f = index.files[i];
+    absl::StrAppend(&out, i ? "," : "", "\n  ",
+                    Ordered({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"header_bytes", f.header_bytes}})
+                        .dump());
+  }
+  out += "\n ],\n \"tensors\": [";
+  for (size_t i = 0; i < index.tensors.size(); ++i) {
+    const IndexTensor& t = index.tensors[i];
+    absl::StrAppend(&out, i ? "," : "", "\n  {\"key\": ", Ordered(t.key).dump(),
+                    ", \"kind\": ", t.sharded ? "\"sharded\"" : "\"dense\"",
+                    ", \"dtype\": ", Ordered(DtypeName(t.dtype)).dump(), ", \"shape\": ", Ordered(t.shape).dump(),
+                    ", \"shards\": [");
+    for (size_t k = 0; k < t.shards.size(); ++k) {
+      const IndexShard& s = t.shards[k];
+      absl::StrAppend(&out, k ? "," : "", "\n   ",
+                      Ordered({{"offsets", s.offsets},
+                               {"sizes", s.sizes},
+                               {"rank", s.rank},
+                               {"file", s.file},
+                               {"entry", s.entry},
+                               {"byte_range", {s.begin, s.end}},
+                               {"crc32c", EncodeCrcHex(s.block_crcs)}})
+                          .dump());
+    }
+    out += "]}";
+  }
+  out += "\n ]\n}\n";
+  return SealIndex(std::move(out));
+}
+
+absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::string& display_name) {
+  auto index = DecodeIndex(json, display_name);
+  if (!index.ok()) return index.status();
+  SL_RETURN_IF_ERROR(ValidateIndex(*index, display_name));
+  return index;
+}
+
+absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& display_name) {
+  if (index.version < 1 || index.version > kFormatVersion) {
+    return Bad(display_name, absl::StrCat("unsupported format version ", index.version));
+  }
+  if (index.block_bytes < kMinBlockBytes || index.block_bytes > kMaxBlockBytes) {
+    return Bad(display_name, absl::StrCat("checksum block size ", index.block_bytes, " is outside [", kMinBlockBytes,
+                                          ", ", kMaxBlockBytes, "]"));
+  }
+  if (absl::Status s = ValidateRunRecord(index.run); !s.ok()) return Bad(display_name, std::string(s.message()));
+  std::unordered_map<std::string, const IndexFile*> files;
+  for (const IndexFile& f : index.files) {
+    absl::Status s = ValidateFileName(f.name);
+    if (!s.ok()) return Bad(display_name, std::string(s.message()));
+    if (!files.emplace(f.name, &f).second) return Bad(display_name, absl::StrCat("file ", Quote(f.name), " is listed twice"));
+    if (f.rank >= index.world_size) {
+      return Bad(display_name, absl::StrCat("file ", Quote(f.name), " has rank ", f.rank, " >= world size ", index.world_size));
+    }
+    if (f.bytes < 8 || f.header_bytes > f.bytes - 8) {
+      return Bad(display_name, absl::StrCat("file ", Quote(f.name), ": header of ", f.header_bytes,
+                                            " bytes does not fit its ", f.bytes, " bytes"));
+    }
+  }
+  struct Range {
+    const IndexFile* file;
+    int64_t begin, end;
+    const std::string* key;
+    size_t shard;
+  };
+  std::vector<Range> ranges;
+  std::unordered_map<std::string, int> keys;
+  for (const IndexTensor& t : index.tensors) {
+    absl::Status s = ValidateKey(t.key);
+    if (!s.ok()) return Bad(display_name, std::string(s.message()));
+    if (!keys.emplace(t.key, 0).second) return BadKey(display_name, t.key, "listed twice");
+    auto total = CheckedNumElements(t.shape);
+    if (!total.ok()) return BadKey(display_name, t.key, std::string(total.status().message()));
+    const int64_t elem = DtypeBytes(t.dtype);
+    if (t.sharded && !IsSupportedDtype(t.dtype)) {
+      return BadKey(display_name, t.key, absl::StrCat("dtype ", DtypeName(t.dtype), " cannot be sharded"));
+    }
+    if (!t.sharded) {
+      if (t.shards.size() != 1 || t.shards[0].offsets != std::vector<int64_t>(t.shape.size(), 0) ||
+          t.shards[0].sizes != t.shape) {
+        return BadKey(display_name, t.key, "a dense tensor needs exactly one shard covering it");
+      }
+    }
+    for (size_t k = 0; k < t.shards.size(); ++k) {
+      const IndexShard& sh = t.shards[k];
+      const std::string what = absl::StrCat("shard ", k);
+      if (sh.offsets.size() != t.shape.size() || sh.sizes.size() != t.shape.size()) {
+        return BadKey(display_name, t.key, absl::StrCat(what, " has the wrong number of dims for shape ",
+                                                        ShapeToString(t.shape)));
+      }
+      if (sh.rank >= index.world_size) {
+        return BadKey(display_name, t.key, absl::StrCat(what, " is on rank ", sh.rank, " >= world size ", index.world_size));
+      }
+      auto it = files.find(sh.file);
+      if (it == files.end()) {
+        return BadKey(display_name, t.key, absl::StrCat(what, " names file ", Quote(sh.file), ", which is not in the file list"));
+      }
+      const IndexFile& f = *it->second;
+      auto n = CheckedNumElements(sh.sizes);
+      if (!n.ok()) return BadKey(display_name, t.key, absl::StrCat(what, ": ", n.status().message()));
+      if (*n > INT64_MAX / elem) return BadKey(display_name, t.key, absl::StrCat(what, " is too large"));
+      const int64_t want = *n * elem;
+      if (sh.begin < 8 + f.header_bytes || sh.begin > sh.end || sh.end > f.bytes) {
+        return BadKey(display_name, t.key,
+                      absl::StrCat(what, " byte_range [", sh.begin, ", ", sh.end, ") is out of range for file ",
+                                   Quote(f.name), " (data in [", 8 + f.header_bytes, ", ", f.bytes, "))"));
+      }
+      if (sh.end - sh.begin != want) {
+        return BadKey(display_name, t.key, absl::StrCat(what, " byte_range holds ", sh.end - sh.begin, " bytes; sizes ",
+                                                        ShapeToString(sh.sizes), " need ", want));
+      }
+      if (static_cast<int64_t>(sh.block_crcs.size()) != NumBlocks(want, index.block_bytes)) {
+        return BadKey(display_name, t.key, absl::StrCat(what, " has ", sh.block_crcs.size(), " checksums; its ", want,
+                                                        " bytes need ", NumBlocks(want, index.block_bytes)));
+      }
+      if (sh.entry.empty()) return BadKey(display_name, t.key, absl::StrCat(what, " has an empty entry name"));
+      if (want > 0) ranges.push_back({&f, sh.begin, sh.end, &t.key, k});
+    }
+    if (t.sharded) {
+      ShardedTensorMetadata m = t.Metadata();
+      s = m.Validate();
+      if (!s.ok()) {
+        return BadKey(display_name, t.key, absl::StrCat("the shards do not tile the tensor: ", s.message()));
+      }
+    }
+  }
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
+    return a.file != b.file ? a.file->name < b.file->name : a.begin < b.begin;
+  });
+  for (size_t i = 1; i < ranges.size(); ++i) {
+    const Range& a = ranges[i - 1];
+    const Range& b = ranges[i];
+    if (a.file == b.file && a.end > b.begin) {
+      return BadKey(display_name, *b.key,
+                    absl::StrCat("shard ", b.shard, " bytes [", b.begin, ", ", b.end, ") overlap key ", Quote(*a.key),
+                                 " shard ", a.shard, " bytes [", a.begin, ", ", a.end, ") in file ", Quote(a.file->name)));
+    }
+  }
+  return ValidateIndexNaming(index, display_name);
+}
+
+}  // namespace shardlight::sharded::checkpoint

@@ -1,0 +1,138 @@
+// The global index of a checkpoint (index.json, written by rank 0 last): the
+// format version, the world size at save, optionally what run produced it
+// (run_record.h), and for every key whether it is
+// dense or sharded, its global shape and dtype, and every shard with its box,
+// file, entry, absolute byte range and per-block CRC32C checksums.
+//
+// ParseIndex is the one gate an index passes before it is used: a newer
+// format version is FailedPrecondition; an index_crc32c that does not match
+// the text is DataLoss; any other inconsistency (bad key or
+// file name, unknown dtype, shards that overlap or leave a gap, byte ranges
+// outside their file or overlapping each other, checksum counts that do not
+// match) is InvalidArgument naming the key. See FORMAT.md.
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_FORMAT_INDEX_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_FORMAT_INDEX_H_
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sharded/box.h"
+#include "sharded/checkpoint/format/run_record.h"
+#include "sharded/shard_metadata.h"
+
+namespace shardlight::sharded::checkpoint {
+
+constexpr int64_t kFormatVersion = 1;
+constexpr char kIndexFileName[] = "index.json";
+// An index larger than this is refused before it is read.
+constexpr int64_t kMaxIndexBytes = int64_t{256} << 20;
+// The range of checksum block sizes a save writes and an index may hold. The
+// cap bounds what a reader allocates for a (possibly hostile) index: its
+// buffer holds 4 blocks.
+constexpr int64_t kMinBlockBytes = 64;
+constexpr int64_t kMaxBlockBytes = int64_t{64} << 20;
+
+struct IndexFile {
+  std::string name;  // plain name inside the checkpoint directory
+  int rank = 0;      // the rank that wrote it
+  int64_t bytes = 0;         // the file's size
+  int64_t header_bytes = 0;  // its safetensors header length N
+};
+
+// A shard's box of the tensor and where its bytes are.
+struct IndexShard : Box {
+  int rank = 0;       // owner at save
+  std::string file;   // an IndexFile name
+  std::string entry;  // the entry name in that file's header
+  int64_t begin = 0;  // absolute byte range in the file
+  int64_t end = 0;
+  std::vector<uint32_t> block_crcs;  // CRC32C of each block_bytes block of [begin, end)
+};
+
+struct IndexTensor {
+  std::string key;
+  bool sharded = false;
+  c10::ScalarType dtype = c10::ScalarType::Float;
+  std::vector<int64_t> shape;
+  std::vector<IndexShard> shards;  // one covering the whole tensor when dense
+
+  // The shards as ShardedTensorMetadata (placements on their save ranks).
+  ShardedTensorMetadata Metadata() const;
+};
+
+struct CheckpointIndex {
+  int64_t version = kFormatVersion;
+  int world_size = 1;
+  std::string generation;  // unique per save; part of every data file name
+  int64_t block_bytes = 0;
+  std::vector<IndexFile> files;
+  std::vector<IndexTensor> tensors;  // state dict order
+  // What produced the checkpoint ("run", optional: empty when the save did
+  // not say, as in indexes written before it existed).
+  RunRecord run;
+  bool sealed = false;  // whether the text carried index_crc32c (DecodeIndex)
+
+  // nullptr when absent. Valid after ParseIndex or Reindex.
+  const IndexTensor* Find(const std::string& key) const;
+  const IndexFile* FindFile(const std::string& name) const;
+  void Reindex();
+
+ private:
+  std::unordered_map<std::string, size_t> tensor_index_;
+  std::unordered_map<std::string, size_t> file_index_;
+};
+
+// Number of checksum blocks of an entry of `bytes` bytes.
+inline int64_t NumBlocks(int64_t bytes, int64_t block_bytes) { return (bytes + block_bytes - 1) / block_bytes; }
+
+// Checksums as the index spells them: 8 lowercase hex digits each.
+std::string EncodeCrcHex(const std::vector<uint32_t>& crcs);
+bool DecodeCrcHex(const std::string& hex, std::vector<uint32_t>* crcs);
+
+// The index's text, ending with its index_crc32c line (SealIndex).
+std::string SerializeIndex(const CheckpointIndex& index);
+
+// The member that holds the CRC32C of the index's own text (FORMAT.md).
+constexpr char kIndexChecksumField[] = "index_crc32c";
+
+// Appends the index_crc32c line to an index text that ends "\n ]\n}\n" (as
+// SerializeIndex writes it before sealing): the checksum covers every byte
+// before that line. Tools and tests that edit an index reseal it with this.
+std::string SealIndex(std::string unsealed);
+// The inverse: `sealed` without its index_crc32c line (unchanged when it has
+// none).
+std::string UnsealIndex(std::string sealed);
+
+// `display_name` names the index in errors (its path).
+absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::string& display_name);
+
+// Only the decoding half of ParseIndex (types, names of fields, the version,
+// the index's own checksum): for tools that show a damaged index before
+// reporting what is wrong with it. Streams: its memory is a small multiple of
+// what the index describes, nesting deeper than 8 levels, duplicate keys and
+// a byte-order mark are refused (json_stream.h). Callable on any byte buffer.
+// `check_checksum` false skips CheckIndexChecksum (`sealed` still says
+// whether there is one).
+absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::string& display_name,
+                                            bool check_checksum = true);
+
+// DataLoss when index_crc32c does not match the text; InvalidArgument when it
+// is not the text's last line in the form SealIndex writes.
+absl::Status CheckIndexChecksum(const std::string& json, const std::string& display_name);
+
+// Every check ParseIndex makes after decoding the JSON.
+absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& display_name);
+
+// The naming part of ValidateIndex: a 16-hex-digit generation, every file
+// named data-<generation>-r<rank>.safetensors, every shard in its rank's file
+// under the entry "<key>/shard-<i>" (a dense tensor: "<key>").
+absl::Status ValidateIndexNaming(const CheckpointIndex& index, const std::string& display_name);
+
+}  // namespace shardlight::sharded::checkpoint
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_FORMAT_INDEX_H_

@@ -1,0 +1,68 @@
+// A PyTorch distributed checkpoint (DCP) directory opened for reading as a
+// CheckpointReader: LoadCheckpoint and the ckpt tool read it as they read
+// their own format (any world size, every LoadOptions selection, resharding
+// into ShardedTensors and dense tensors), each rank reading only the files
+// and byte ranges its shards overlap.
+//
+// The index comes from .metadata (dcp_metadata.h): one shard per chunk, in
+// the .distcp file its payload is in. A data file is checked when first
+// opened: every chunk payload the index places in it is located (its zip
+// directory and pickle read, nothing else: torch_save_payload.h) and must
+// be a tensor of the chunk's dtype and sizes, stored row-major. DCP stores
+// no checksums: what the bytes hold is not verified (CheckpointReader::
+// checksummed() is false).
+//
+// Errors name the directory, file and key: no .metadata (NotFound), a
+// .metadata that is not a regular file or is too large (FailedPrecondition),
+// every ParseDcpMetadata error, a key this library cannot hold
+// (ValidateKey), chunks that overlap or leave holes, a missing .distcp
+// (NotFound, when a rank needs it), a truncated one (DataLoss), a payload
+// that is not the chunk it should be.
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_INTEROP_DCP_DCP_CHECKPOINT_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_INTEROP_DCP_DCP_CHECKPOINT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/interop/dcp/dcp_metadata.h"
+#include "sharded/checkpoint/storage/storage.h"
+
+namespace shardlight::sharded::checkpoint::dcp {
+
+inline constexpr char kDcpFormatName[] = "PyTorch DCP";
+// The unit a DCP chunk is read in (it has no checksum blocks).
+inline constexpr int64_t kDcpReadBlockBytes = int64_t{1} << 20;
+
+// Whether `dir` holds a DCP checkpoint: a .metadata entry is there (of any
+// kind: a broken one is a checkpoint to report, not an absent one). Local.
+bool IsDcpCheckpoint(const std::string& dir, Storage& storage);
+
+// DIR/.metadata read and decoded.
+absl::StatusOr<DcpMetadata> ReadDcpMetadata(const std::string& dir, Storage& storage);
+
+// Reads DIR/.metadata and returns the reader (data files open on use).
+absl::StatusOr<CheckpointReader> OpenDcpCheckpoint(const std::string& dir, Storage& storage);
+
+// A non-tensor entry read back: `repr` is Python's repr of it ("7",
+// "0.001", "'adamw'", "{'lr': 0.001, 'betas': (0.9, 0.999)}"); `integer` is
+// set when it is an int (or a bool).
+struct DcpPlainValue {
+  std::string key;
+  std::string repr;
+  std::optional<int64_t> integer;
+};
+
+// Every non-tensor entry of the checkpoint, in save order, read by the
+// restricted pickle reader: None, bools, ints, floats, strings and lists,
+// tuples and dicts of them. Anything else (a class instance, bytes, a
+// tensor inside a value) is InvalidArgument naming the key and what it is.
+absl::StatusOr<std::vector<DcpPlainValue>> ReadDcpValues(const std::string& dir, Storage& storage,
+                                                         const DcpMetadata& metadata);
+
+}  // namespace shardlight::sharded::checkpoint::dcp
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_INTEROP_DCP_DCP_CHECKPOINT_H_

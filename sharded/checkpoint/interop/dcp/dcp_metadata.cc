@@ -1,0 +1,318 @@
+#include "sharded/checkpoint/interop/dcp/dcp_metadata.h"
+
+#include <map>
+#include <set>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sharded/checkpoint/format/dtype_names.h"
+#include "sharded/checkpoint/interop/pytorch/pickle_reader.h"
+#include "sharded/status_macros.h"
+
+namespace shardlight::sharded::checkpoint::dcp {
+namespace {
+
+using pytorch::PickleGraph;
+using pytorch::PickleKind;
+using pytorch::PickleNode;
+
+constexpr char kMetadata[] = "torch.distributed.checkpoint.metadata.Metadata";
+constexpr char kTensorMeta[] = "torch.distributed.checkpoint.metadata.TensorStorageMetadata";
+constexpr char kBytesMeta[] = "torch.distributed.checkpoint.metadata.BytesStorageMetadata";
+constexpr char kChunkMeta[] = "torch.distributed.checkpoint.metadata.ChunkStorageMetadata";
+constexpr char kProperties[] = "torch.distributed.checkpoint.metadata.TensorProperties";
+constexpr char kIndex[] = "torch.distributed.checkpoint.metadata.MetadataIndex";
+constexpr char kStorageInfo[] = "torch.distributed.checkpoint.filesystem._StorageInfo";
+constexpr char kSize[] = "torch.Size";
+
+// Every class an object of the pickle may have.
+bool Whitelisted(const std::string& name) {
+  static const std::set<std::string> kClasses = {
+      kMetadata, kTensorMeta, kBytesMeta, kChunkMeta, kProperties, kIndex, kStorageInfo, kSize,
+      "torch.distributed.checkpoint.metadata.StorageMeta", "torch.serialization._get_layout", "builtins.getattr",
+      "pathlib.Path", "pathlib.PosixPath", "pathlib.PurePosixPath", "pathlib.WindowsPath", "pathlib.PureWindowsPath"};
+  return kClasses.count(name) > 0;
+}
+
+class Decoder {
+ public:
+  Decoder(const PickleGraph& g, const std::string& display) : g_(g), display_(display) {}
+
+  absl::Status Bad(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(display_, ": ", what));
+  }
+  const PickleNode& N(int id) const { return g_.node(id); }
+
+  // An object of class `cls`: its state dict's fields by name.
+  absl::StatusOr<std::map<std::string, int>> Fields(int id, const char* cls, const std::string& what) const {
+    if (id < 0 || N(id).kind != PickleKind::kObject || N(id).text != cls) {
+      return Bad(absl::StrCat(what, " is ", Describe(id), "; expected a ", cls));
+    }
+    const int state = N(id).items.size() == 2 ? N(id).items[1] : -1;
+    std::map<std::string, int> fields;
+    if (state < 0) return fields;  // no BUILD: every field at its default
+    if (N(state).kind != PickleKind::kDict) return Bad(absl::StrCat(what, ": its state is ", Describe(state), ", not a dict"));
+    const std::vector<int>& items = N(state).items;
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      if (N(items[i]).kind != PickleKind::kString) return Bad(absl::StrCat(what, ": a field name that is not a str"));
+      fields[N(items[i]).text] = items[i + 1];
+    }
+    return fields;
+  }
+
+  std::string Describe(int id) const {
+    if (id < 0) return "missing";
+    const PickleNode& n = N(id);
+    if (n.kind == PickleKind::kObject || n.kind == PickleKind::kGlobal) return absl::StrCat("a ", n.text);
+    return absl::StrCat("a ", pytorch::PickleKindName(n.kind));
+  }
+
+  static int Get(const std::map<std::string, int>& fields, const char* name) {
+    auto it = fields.find(name);
+    return it == fields.end() ? -1 : it->second;
+  }
+
+  absl::StatusOr<int64_t> Int(int id, const std::string& what) const {
+    if (id < 0 || N(id).kind != PickleKind::kInt) return Bad(absl::StrCat(what, " is ", Describe(id), ", not an int"));
+    return N(id).integer;
+  }
+  absl::StatusOr<std::string> Str(int id, const std::string& what) const {
+    if (id < 0 || N(id).kind != PickleKind::kString) return Bad(absl::StrCat(what, " is ", Describe(id), ", not a str"));
+    return N(id).text;
+  }
+  bool IsNone(int id) const { return id < 0 || N(id).kind == PickleKind::kNone; }
+
+  // torch.Size((a, b, ...)), or a plain tuple or list of ints.
+  absl::StatusOr<std::vector<int64_t>> Size(int id, const std::string& what) const {
+    int seq = id;
+    if (id >= 0 && N(id).kind == PickleKind::kObject && N(id).text == kSize) {
+      const int args = N(id).items.size() == 2 ? N(id).items[0] : -1;
+      if (args < 0 || N(args).kind != PickleKind::kTuple || N(args).items.size() != 1) {
+        return Bad(absl::StrCat(what, ": torch.Size without its one argument"));
+      }
+      seq = N(args).items[0];
+    }
+    if (seq < 0 || (N(seq).kind != PickleKind::kTuple && N(seq).kind != PickleKind::kList)) {
+      return Bad(absl::StrCat(what, " is ", Describe(id), ", not a size"));
+    }
+    std::vector<int64_t> out;
+    for (int e : N(seq).items) {
+      if (N(e).kind != PickleKind::kInt || N(e).integer < 0) {
+        return Bad(absl::StrCat(what, " holds ", Describe(e), "; sizes are non-negative ints"));
+      }
+      out.push_back(N(e).integer);
+    }
+    return out;
+  }
+
+  absl::StatusOr<c10::ScalarType> Dtype(int properties, const std::string& key) const {
+    const std::string what = absl::StrCat("key '", key, "': TensorProperties");
+    if (properties < 0 || N(properties).kind != PickleKind::kObject || N(properties).text != kProperties) {
+      return Bad(absl::StrCat(what, " is ", Describe(properties)));
+    }
+    const int state = N(properties).items.size() == 2 ? N(properties).items[1] : -1;
+    int dtype = -1;
+    if (state >= 0 && N(state).kind == PickleKind::kTuple && !N(state).items.empty()) {
+      dtype = N(state).items[0];  // (dtype, layout, requires_grad, memory_format, pin_memory[, strides])
+    } else if (state >= 0 && N(state).kind == PickleKind::kDict) {
+      SL_ASSIGN_OR_RETURN(auto fields, Fields(properties, kProperties, what));
+      dtype = Get(fields, "dtype");
+    }
+    if (dtype < 0 || N(dtype).kind != PickleKind::kGlobal) return Bad(absl::StrCat(what, " has no dtype"));
+    c10::ScalarType out;
+    if (!DcpDtype(N(dtype).text, &out)) {
+      return absl::InvalidArgumentError(absl::StrCat(display_, ": key '", key, "' has dtype ", N(dtype).text,
+                                                     ", which a shardlight checkpoint cannot hold"));
+    }
+    return out;
+  }
+
+  absl::StatusOr<DcpItem> Item(int info, const std::string& what) const {
+    SL_ASSIGN_OR_RETURN(auto fields, Fields(info, kStorageInfo, what));
+    DcpItem item;
+    SL_ASSIGN_OR_RETURN(item.file, Str(Get(fields, "relative_path"), what + ": relative_path"));
+    SL_ASSIGN_OR_RETURN(item.offset, Int(Get(fields, "offset"), what + ": offset"));
+    SL_ASSIGN_OR_RETURN(item.length, Int(Get(fields, "length"), what + ": length"));
+    if (item.file.empty() || item.file == "." || item.file == ".." || absl::StrContains(item.file, '/') ||
+        absl::StrContains(item.file, '\0') || item.file == kDcpMetadataFileName) {
+      return Bad(absl::StrCat(what, ": relative_path '", item.file, "' is not a data file of the checkpoint directory"));
+    }
+    if (item.offset < 0 || item.length < 0 || item.offset > INT64_MAX - item.length) {
+      return Bad(absl::StrCat(what, ": bytes [", item.offset, ", +", item.length, ") are not a byte range"));
+    }
+    const int transforms = Get(fields, "transform_descriptors");
+    if (!IsNone(transforms) && !N(transforms).items.empty()) {
+      std::vector<std::string> names;
+      for (int t : N(transforms).items) names.push_back(N(t).kind == PickleKind::kString ? N(t).text : Describe(t));
+      return absl::UnimplementedError(absl::StrCat(display_, ": ", what, " is stored through transforms (",
+                                                   absl::StrJoin(names, ", "),
+                                                   "); only plain FileSystemWriter payloads are read"));
+    }
+    return item;
+  }
+
+  absl::StatusOr<DcpMetadata> Run() {
+    for (const PickleNode& n : g_.nodes) {
+      if (n.kind == PickleKind::kObject && !Whitelisted(n.text)) {
+        return Bad(absl::StrCat("the pickle builds a ", n.text,
+                                ", which is not one of DCP's metadata classes (nothing was run)"));
+      }
+    }
+    SL_ASSIGN_OR_RETURN(auto top, Fields(g_.root, kMetadata, "the pickle's root"));
+    DcpMetadata out;
+    const int version = Get(top, "version");
+    if (!IsNone(version)) {
+      SL_ASSIGN_OR_RETURN(out.version, Str(version, "version"));
+      if (!absl::StartsWith(out.version, "1.")) {
+        return absl::FailedPreconditionError(absl::StrCat(display_, ": DCP format version ", out.version,
+                                                          "; this reader knows 1.x"));
+      }
+    }
+    // planner_data: each key's path in the nested state dict, (str|int, ...).
+    const int planner = Get(top, "planner_data");
+    if (!IsNone(planner)) {
+      if (N(planner).kind != PickleKind::kDict) return Bad(absl::StrCat("planner_data is ", Describe(planner), ", not a dict"));
+      const std::vector<int>& paths = N(planner).items;
+      for (size_t i = 0; i + 1 < paths.size(); i += 2) {
+        SL_ASSIGN_OR_RETURN(const std::string key, Str(paths[i], "a planner_data key"));
+        const PickleNode& path = N(paths[i + 1]);
+        bool ok = path.kind == PickleKind::kTuple || path.kind == PickleKind::kList;
+        for (size_t j = 0; ok && j < path.items.size(); ++j) {
+          const PickleKind k = N(path.items[j]).kind;
+          ok = k == PickleKind::kString || k == PickleKind::kInt;
+        }
+        if (!ok) {
+          return Bad(absl::StrCat("planner_data of key '", key, "' is ", Describe(paths[i + 1]),
+                                  ", not a path of names and indices"));
+        }
+      }
+    }
+    // storage_data: (key, chunk offsets) -> payload.
+    std::unordered_map<std::string, DcpItem> items;
+    const int storage = Get(top, "storage_data");
+    if (storage < 0 || N(storage).kind != PickleKind::kDict) {
+      return Bad(absl::StrCat("storage_data is ", Describe(storage), ", not a dict"));
+    }
+    const std::vector<int>& entries = N(storage).items;
+    for (size_t i = 0; i + 1 < entries.size(); i += 2) {
+      SL_ASSIGN_OR_RETURN(auto index, Fields(entries[i], kIndex, "a storage_data key"));
+      SL_ASSIGN_OR_RETURN(const std::string fqn, Str(Get(index, "fqn"), "a storage_data key's fqn"));
+      std::string id = fqn;
+      const int offset = Get(index, "offset");
+      if (!IsNone(offset)) {
+        SL_ASSIGN_OR_RETURN(auto offsets, Size(offset, absl::StrCat("storage_data key '", fqn, "': offset")));
+        id = ChunkId(fqn, offsets);
+      }
+      SL_ASSIGN_OR_RETURN(DcpItem item, Item(entries[i + 1], absl::StrCat("key '", fqn, "'")));
+      if (!items.emplace(id, std::move(item)).second) {
+        return Bad(absl::StrCat("storage_data lists key '", fqn, "' at the same offset twice"));
+      }
+    }
+    const int sd = Get(top, "state_dict_metadata");
+    if (sd < 0 || N(sd).kind != PickleKind::kDict) {
+      return Bad(absl::StrCat("state_dict_metadata is ", Describe(sd), ", not a dict"));
+    }
+    size_t used = 0;
+    const std::vector<int>& keys = N(sd).items;
+    for (size_t i = 0; i + 1 < keys.size(); i += 2) {
+      SL_ASSIGN_OR_RETURN(const std::string key, Str(keys[i], "a state_dict_metadata key"));
+      const int value = keys[i + 1];
+      const std::string k = absl::StrCat("key '", key, "'");
+      if (value >= 0 && N(value).kind == PickleKind::kObject && N(value).text == kBytesMeta) {
+        auto it = items.find(key);
+        if (it == items.end()) return Bad(absl::StrCat(k, " (a pickled value) has no storage_data entry"));
+        out.values.push_back({key, it->second});
+        ++used;
+        continue;
+      }
+      SL_ASSIGN_OR_RETURN(auto fields, Fields(value, kTensorMeta, k));
+      DcpTensor t;
+      t.key = key;
+      SL_ASSIGN_OR_RETURN(t.dtype, Dtype(Get(fields, "properties"), key));
+      SL_ASSIGN_OR_RETURN(t.size, Size(Get(fields, "size"), k + ": size"));
+      const int chunks = Get(fields, "chunks");
+      if (chunks < 0 || N(chunks).kind != PickleKind::kList) return Bad(absl::StrCat(k, ": chunks is not a list"));
+      for (int c : N(chunks).items) {
+        SL_ASSIGN_OR_RETURN(auto cf, Fields(c, kChunkMeta, k + ": a chunk"));
+        DcpChunk chunk;
+        SL_ASSIGN_OR_RETURN(chunk.offsets, Size(Get(cf, "offsets"), k + ": a chunk's offsets"));
+        SL_ASSIGN_OR_RETURN(chunk.sizes, Size(Get(cf, "sizes"), k + ": a chunk's sizes"));
+        if (chunk.offsets.size() != t.size.size() || chunk.sizes.size() != t.size.size()) {
+          return Bad(absl::StrCat(k, ": a chunk of ", chunk.sizes.size(), " dims in a tensor of ", t.size.size()));
+        }
+        for (size_t d = 0; d < t.size.size(); ++d) {
+          if (chunk.offsets[d] > t.size[d] || chunk.sizes[d] > t.size[d] - chunk.offsets[d]) {
+            return Bad(absl::StrCat(k, ": the chunk at [", absl::StrJoin(chunk.offsets, ", "), "] of sizes [",
+                                    absl::StrJoin(chunk.sizes, ", "), "] exceeds the tensor's size [",
+                                    absl::StrJoin(t.size, ", "), "]"));
+          }
+        }
+        auto it = items.find(ChunkId(key, chunk.offsets));
+        if (it == items.end()) {
+          return Bad(absl::StrCat(k, ": the chunk at [", absl::StrJoin(chunk.offsets, ", "),
+                                  "] has no storage_data entry"));
+        }
+        chunk.item = it->second;
+        ++used;
+        t.chunks.push_back(std::move(chunk));
+      }
+      out.tensors.push_back(std::move(t));
+    }
+    if (used != items.size()) {
+      return Bad(absl::StrCat("storage_data has ", items.size(), " entries but state_dict_metadata names ", used));
+    }
+    return out;
+  }
+
+ private:
+  static std::string ChunkId(const std::string& fqn, const std::vector<int64_t>& offsets) {
+    return absl::StrCat(fqn, std::string(1, '\0'), absl::StrJoin(offsets, ","));
+  }
+
+  const PickleGraph& g_;
+  const std::string& display_;
+};
+
+}  // namespace
+
+bool DcpDtype(absl::string_view torch_name, c10::ScalarType* dtype) {
+  static const std::pair<const char*, c10::ScalarType> kNames[] = {
+      {"torch.float32", c10::kFloat},   {"torch.float", c10::kFloat},      {"torch.float64", c10::kDouble},
+      {"torch.double", c10::kDouble},   {"torch.float16", c10::kHalf},     {"torch.half", c10::kHalf},
+      {"torch.bfloat16", c10::kBFloat16}, {"torch.int64", c10::kLong},     {"torch.long", c10::kLong},
+      {"torch.int32", c10::kInt},       {"torch.int", c10::kInt},          {"torch.int16", c10::kShort},
+      {"torch.short", c10::kShort},     {"torch.int8", c10::kChar},        {"torch.uint8", c10::kByte},
+      {"torch.bool", c10::kBool}};
+  for (const auto& [name, type] : kNames) {
+    if (torch_name == name) {
+      if (DtypeName(type).empty()) return false;
+      *dtype = type;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string DcpDtypeName(c10::ScalarType dtype) {
+  static const std::pair<c10::ScalarType, const char*> kNames[] = {
+      {c10::kFloat, "float32"}, {c10::kDouble, "float64"}, {c10::kHalf, "float16"}, {c10::kBFloat16, "bfloat16"},
+      {c10::kLong, "int64"},    {c10::kInt, "int32"},      {c10::kShort, "int16"},  {c10::kChar, "int8"},
+      {c10::kByte, "uint8"},    {c10::kBool, "bool"}};
+  for (const auto& [type, name] : kNames) {
+    if (type == dtype) return name;
+  }
+  return "";
+}
+
+absl::StatusOr<DcpMetadata> ParseDcpMetadata(absl::string_view bytes, const std::string& display) {
+  auto graph = pytorch::ReadPickle(bytes, pytorch::PickleLimits(), pytorch::ObjectState::kKeep);
+  if (!graph.ok()) return absl::InvalidArgumentError(absl::StrCat(display, ": ", graph.status().message()));
+  SL_ASSIGN_OR_RETURN(DcpMetadata out, Decoder(*graph, display).Run());
+  out.bytes = static_cast<int64_t>(bytes.size());
+  return out;
+}
+
+}  // namespace shardlight::sharded::checkpoint::dcp

@@ -1,0 +1,242 @@
+// ExportTorchFile: the pickle first (it only names storages), then one
+// storage record per tensor, each read whole from the checkpoint.
+#include "sharded/checkpoint/interop/pytorch/torch_export.h"
+
+#include <ATen/ATen.h>
+#include <caffe2/serialize/inline_container.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/interop/open_checkpoint.h"
+#include "sharded/checkpoint/format/entry_reader.h"
+#include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/storage/posix_file.h"
+#include "sharded/status_macros.h"
+
+namespace shardlight::sharded::checkpoint::pytorch {
+namespace {
+
+void AppendLe(std::string& out, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
+}
+
+// Every byte the zip writer produces goes to `file` in order; an I/O error is
+// kept (the zip writer is never made to throw from its destructor).
+struct ZipSink {
+  File* file;
+  int64_t pos = 0;
+  absl::Status status;
+  size_t Write(const void* data, size_t n) {
+    if (status.ok()) status = file->WriteAt(data, static_cast<int64_t>(n), pos);
+    pos += static_cast<int64_t>(n);
+    return n;
+  }
+};
+
+struct Item {
+  const IndexTensor* tensor;
+  std::string name;
+};
+
+absl::StatusOr<at::Tensor> ReadWhole(CheckpointReader& reader, EntryReader& entries, const IndexTensor& t) {
+  at::Tensor full = at::empty(t.shape, at::TensorOptions().dtype(t.dtype));
+  const std::vector<int64_t> origin(t.shape.size(), 0);
+  for (const IndexShard& sh : t.shards) {
+    if (sh.NumElements() == 0) continue;
+    SL_ASSIGN_OR_RETURN(auto f, reader.OpenDataFile(sh.file, t.key));
+    absl::Status s = entries.Copy(reader.SourceOf(t, sh, f), full, origin, sh.offsets, sh.sizes);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("key ", Quote(t.key), ": ", s.message()));
+  }
+  return full;
+}
+
+absl::Status WriteZip(CheckpointReader& reader, const std::vector<Item>& items, const std::string& pickle,
+                      const ExportOptions& options, File& file, ExportReport* report) {
+  ZipSink sink{&file, 0, absl::OkStatus()};
+  EntryReader entries(options.buffer_bytes, nullptr);
+  caffe2::serialize::PyTorchStreamWriter zip([&](const void* data, size_t n) { return sink.Write(data, n); });
+  zip.writeRecord("data.pkl", pickle.data(), pickle.size());
+  zip.writeRecord("byteorder", "little", 6);
+  for (size_t i = 0; i < items.size() && sink.status.ok(); ++i) {
+    auto full = ReadWhole(reader, entries, *items[i].tensor);
+    if (!full.ok()) {
+      zip.writeEndOfFile();
+      return full.status();
+    }
+    const int64_t n = full->numel() * static_cast<int64_t>(full->element_size());
+    static const char kEmpty = 0;
+    zip.writeRecord(absl::StrCat("data/", i), n == 0 ? &kEmpty : full->data_ptr(), static_cast<size_t>(n));
+    report->data_bytes += n;
+  }
+  zip.writeEndOfFile();
+  if (!sink.status.ok()) return sink.status;
+  SL_RETURN_IF_ERROR(file.Sync());
+  return file.Close();
+}
+
+}  // namespace
+
+std::string StorageClassName(c10::ScalarType dtype) {
+  switch (dtype) {
+    case c10::kFloat: return "FloatStorage";
+    case c10::kDouble: return "DoubleStorage";
+    case c10::kHalf: return "HalfStorage";
+    case c10::kBFloat16: return "BFloat16Storage";
+    case c10::kLong: return "LongStorage";
+    case c10::kInt: return "IntStorage";
+    case c10::kShort: return "ShortStorage";
+    case c10::kChar: return "CharStorage";
+    case c10::kByte: return "ByteStorage";
+    case c10::kBool: return "BoolStorage";
+    default: return "";
+  }
+}
+
+TorchPickleWriter::TorchPickleWriter() { out_ = "\x80\x02"; }
+void TorchPickleWriter::Mark() { out_.push_back('('); }
+void TorchPickleWriter::EmptyDict() { out_.push_back('}'); }
+void TorchPickleWriter::SetItems() { out_.push_back('u'); }
+void TorchPickleWriter::Tuple() { out_.push_back('t'); }
+void TorchPickleWriter::EmptyTuple() { out_.push_back(')'); }
+void TorchPickleWriter::Reduce() { out_.push_back('R'); }
+void TorchPickleWriter::Bool(bool v) { out_.push_back(v ? '\x88' : '\x89'); }
+void TorchPickleWriter::None() { out_.push_back('N'); }
+void TorchPickleWriter::EmptyList() { out_.push_back(']'); }
+void TorchPickleWriter::Appends() { out_.push_back('e'); }
+void TorchPickleWriter::NewObj() { out_.push_back('\x81'); }
+void TorchPickleWriter::Build() { out_.push_back('b'); }
+
+void TorchPickleWriter::String(const std::string& s) {
+  out_.push_back('X');  // BINUNICODE
+  AppendLe(out_, s.size(), 4);
+  out_ += s;
+}
+
+void TorchPickleWriter::Int(int64_t v) {
+  if (v >= INT32_MIN && v <= INT32_MAX) {
+    out_.push_back('J');  // BININT
+    AppendLe(out_, static_cast<uint32_t>(static_cast<int32_t>(v)), 4);
+  } else {
+    out_ += "\x8a\x08";  // LONG1, 8 bytes two's complement
+    AppendLe(out_, static_cast<uint64_t>(v), 8);
+  }
+}
+
+void TorchPickleWriter::Global(const std::string& module, const std::string& name) {
+  out_ += absl::StrCat("c", module, "\n", name, "\n");
+}
+
+bool TorchPickleWriter::Tensor(c10::ScalarType dtype, const std::string& storage_key, int64_t storage_numel,
+                               int64_t offset, const std::vector<int64_t>& sizes,
+                               const std::vector<int64_t>& strides) {
+  const std::string storage_class = StorageClassName(dtype);
+  if (storage_class.empty()) return false;
+  Global("torch._utils", "_rebuild_tensor_v2");
+  Mark();
+  Mark();  // the persistent id: ('storage', class, key, location, numel)
+  String("storage");
+  Global("torch", storage_class);
+  String(storage_key);
+  String("cpu");
+  Int(storage_numel);
+  Tuple();
+  out_.push_back('Q');  // BINPERSID
+  Int(offset);
+  Mark();
+  for (int64_t s : sizes) Int(s);
+  Tuple();
+  Mark();
+  for (int64_t s : strides) Int(s);
+  Tuple();
+  Bool(false);
+  Global("collections", "OrderedDict");  // backward hooks: OrderedDict()
+  EmptyTuple();
+  Reduce();
+  Tuple();
+  Reduce();
+  return true;
+}
+
+std::string TorchPickleWriter::Finish() {
+  out_.push_back('.');
+  return out_;
+}
+
+absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::string& out_path,
+                                             const ExportOptions& options) {
+  SL_ASSIGN_OR_RETURN(auto reader, OpenCheckpointForRead(dir));
+  if (absl::Status s = reader.CheckEveryFile(); !s.ok()) return s;
+  const CheckpointIndex& index = reader.index();
+  ExportReport report;
+  const IndexTensor* step = nullptr;
+  if (options.lightning) {
+    for (const std::string& key : options.global_step_keys) {
+      if ((step = index.Find(key)) != nullptr) break;
+    }
+    if (step != nullptr) {
+      int64_t n = 1;
+      for (int64_t d : step->shape) n *= d;
+      if (n != 1 || !c10::isIntegralType(step->dtype, /*includeBool=*/false)) {
+        return absl::InvalidArgumentError(absl::StrCat("key ", Quote(step->key), " is not a one-element integer tensor"));
+      }
+      EntryReader entries(options.buffer_bytes, nullptr);
+      SL_ASSIGN_OR_RETURN(auto value, ReadWhole(reader, entries, *step));
+      report.global_step = value.to(at::kLong).reshape({-1})[0].item<int64_t>();
+    }
+  }
+  std::vector<Item> items;
+  for (const IndexTensor& t : index.tensors) {
+    if (&t == step || t.key.compare(0, options.prefix.size(), options.prefix) != 0) continue;
+    if (t.key.size() == options.prefix.size()) continue;
+    items.push_back({&t, t.key.substr(options.prefix.size())});
+  }
+  TorchPickleWriter pickle;
+  if (options.lightning) {
+    pickle.EmptyDict();
+    pickle.Mark();
+    pickle.String("state_dict");
+  }
+  pickle.EmptyDict();
+  pickle.Mark();
+  for (size_t i = 0; i < items.size(); ++i) {
+    const IndexTensor& t = *items[i].tensor;
+    std::vector<int64_t> strides(t.shape.size(), 1);
+    int64_t numel = 1;
+    for (size_t d = t.shape.size(); d-- > 0;) {
+      strides[d] = numel;
+      numel *= t.shape[d];
+    }
+    pickle.String(items[i].name);
+    if (!pickle.Tensor(t.dtype, std::to_string(i), numel, 0, t.shape, strides)) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", Quote(t.key), ": dtype ", c10::toString(t.dtype),
+                                                     " has no torch storage class"));
+    }
+  }
+  pickle.SetItems();
+  if (options.lightning) {
+    pickle.String("global_step");
+    pickle.Int(report.global_step.value_or(0));
+    pickle.SetItems();
+  }
+  const std::string bytes = pickle.Finish();
+  report.tensors = static_cast<int64_t>(items.size());
+
+  const std::string temp = absl::StrCat(out_path, ".tmp-", ::getpid());
+  RemoveFile(temp).IgnoreError();
+  SL_ASSIGN_OR_RETURN(auto file, File::CreateNew(temp));
+  absl::Status s;
+  try {
+    s = WriteZip(reader, items, bytes, options, file, &report);
+  } catch (const std::exception& e) {
+    s = absl::InternalError(absl::StrCat("writing the zip container failed: ", e.what()));
+  }
+  if (s.ok()) s = RenameFile(temp, out_path);
+  if (!s.ok()) {
+    RemoveFile(temp).IgnoreError();
+    return absl::Status(s.code(), absl::StrCat("export to '", out_path, "': ", s.message()));
+  }
+  return report;
+}
+
+}  // namespace shardlight::sharded::checkpoint::pytorch

@@ -1,0 +1,84 @@
+// Export of a shardlight checkpoint as a file Python's torch.load opens
+// (PyTorch >= 1.6 zip format; also under torch.load(..., weights_only=True)):
+// a dict of key -> tensor, every tensor whole, dtypes and shapes preserved;
+// or, with `lightning`, PyTorch Lightning's layout
+// {"state_dict": {...}, "global_step": N}.
+//
+// Memory: one full tensor at a time (plus the reader's buffer): the zip
+// writer takes each storage record in one piece, so the largest tensor is
+// the bound. OUT is written under a temporary name and renamed into place;
+// on failure it is left as it was.
+//
+// TorchPickleWriter is the pickle half, exposed for tests and other writers.
+#ifndef SHARDLIGHT_SHARDED_CHECKPOINT_INTEROP_PYTORCH_TORCH_EXPORT_H_
+#define SHARDLIGHT_SHARDED_CHECKPOINT_INTEROP_PYTORCH_TORCH_EXPORT_H_
+
+#include <c10/core/ScalarType.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace shardlight::sharded::checkpoint::pytorch {
+
+// Protocol-2 pickle opcodes for the shapes torch.save writes (and the
+// dataclass instances of a DCP .metadata).
+class TorchPickleWriter {
+ public:
+  TorchPickleWriter();  // writes PROTO 2
+  void Mark();
+  void EmptyDict();
+  void SetItems();  // pops to the mark, into the dict below it
+  void String(const std::string& s);
+  void Int(int64_t v);
+  void Bool(bool v);
+  void Global(const std::string& module, const std::string& name);
+  void Tuple();  // pops to the mark
+  void EmptyTuple();
+  void Reduce();
+  void None();
+  void EmptyList();
+  void Appends();  // pops to the mark, into the list below it
+  void NewObj();   // cls, args -> cls.__new__(cls, *args)
+  void Build();    // obj, state -> obj with its state set
+  // torch._utils._rebuild_tensor_v2 of storage `key` (a record data/<key>).
+  // false when the dtype has no torch storage class.
+  bool Tensor(c10::ScalarType dtype, const std::string& storage_key, int64_t storage_numel, int64_t offset,
+              const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
+  // Appends STOP and returns the pickle.
+  std::string Finish();
+
+ private:
+  std::string out_;
+};
+
+// "torch.FloatStorage"'s "FloatStorage" for a dtype; "" when none.
+std::string StorageClassName(c10::ScalarType dtype);
+
+struct ExportOptions {
+  bool lightning = false;
+  // When non-empty, only keys starting with it are exported, without it
+  // ("model." turns a Trainer checkpoint into the module's state dict).
+  std::string prefix;
+  // Lightning: the first of these keys the checkpoint holds (a one-element
+  // integer tensor) gives "global_step" (0 when none) and is not exported as
+  // a tensor.
+  std::vector<std::string> global_step_keys = {"trainer.step", "global_step"};
+  int64_t buffer_bytes = int64_t{64} << 20;  // the checkpoint reader's buffer
+};
+
+struct ExportReport {
+  int64_t tensors = 0;
+  int64_t data_bytes = 0;
+  std::optional<int64_t> global_step;
+};
+
+absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::string& out_path,
+                                             const ExportOptions& options);
+
+}  // namespace shardlight::sharded::checkpoint::pytorch
+
+#endif  // SHARDLIGHT_SHARDED_CHECKPOINT_INTEROP_PYTORCH_TORCH_EXPORT_H_

@@ -1,0 +1,229 @@
+// torch.save files made here (PyTorchStreamWriter + our pickle writer, so
+// each can be broken on purpose): import, export round trips, and every
+// refusal -- each with nothing written to OUT.
+#include <caffe2/serialize/inline_container.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/storage/posix_file.h"
+#include "sharded/checkpoint/interop/pytorch/torch_export.h"
+#include "sharded/checkpoint/interop/pytorch/torch_file.h"
+#include "sharded/checkpoint/interop/pytorch/torch_import.h"
+
+namespace shardlight::sharded::checkpoint::pytorch {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string Tmp(const std::string& name) {
+  const char* t = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(t ? t : "/tmp", "/", name);
+}
+
+void WriteZip(const std::string& path, const std::string& pickle, const std::map<std::string, std::string>& records) {
+  caffe2::serialize::PyTorchStreamWriter zip(path);
+  zip.writeRecord("data.pkl", pickle.data(), pickle.size());
+  zip.writeRecord("byteorder", "little", 6);
+  for (const auto& [name, bytes] : records) zip.writeRecord(name, bytes.data(), bytes.size());
+  zip.writeEndOfFile();
+}
+
+std::string FloatBytes(int n) {  // 0, 1, ..., n-1 as float32
+  std::string s(static_cast<size_t>(n) * 4, '\0');
+  for (int i = 0; i < n; ++i) {
+    float v = static_cast<float>(i);
+    std::memcpy(&s[static_cast<size_t>(i) * 4], &v, 4);
+  }
+  return s;
+}
+
+// {"w": view(offset, sizes, strides) of storage "0" with `numel` floats, "b": 0-d}
+std::string Pickle(int64_t numel, int64_t offset, std::vector<int64_t> sizes, std::vector<int64_t> strides) {
+  TorchPickleWriter p;
+  p.EmptyDict();
+  p.Mark();
+  p.String("w");
+  p.Tensor(c10::kFloat, "0", numel, offset, sizes, strides);
+  p.String("b");
+  p.Tensor(c10::kFloat, "0", numel, 2, {}, {});
+  p.SetItems();
+  return p.Finish();
+}
+
+TEST(TorchFile, ViewsShareTheirStorage) {
+  const std::string in = Tmp("view.pt");
+  WriteZip(in, Pickle(6, 1, {2, 2}, {1, 2}), {{"data/0", FloatBytes(6)}});
+  auto f = TorchFile::Open(in);
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto sel = SelectEntries((*f)->graph(), {});
+  ASSERT_TRUE(sel.ok());
+  ASSERT_EQ(sel->tensors.size(), 2u);
+  auto w = (*f)->Tensor(sel->tensors[0].node, "w");
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_TRUE(at::equal(*w, at::tensor({1.f, 3.f, 2.f, 4.f}).reshape({2, 2})));
+  auto b = (*f)->Tensor(sel->tensors[1].node, "b");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->dim(), 0);
+  EXPECT_EQ(b->item<float>(), 2.f);
+}
+
+TEST(TorchFile, ImportThenExportRoundTrips) {
+  const std::string in = Tmp("rt.pt");
+  WriteZip(in, Pickle(6, 1, {2, 2}, {1, 2}), {{"data/0", FloatBytes(6)}});
+  ImportOptions options;
+  options.world_size = 3;
+  options.key_prefix = "model.";
+  options.shard_dims = {{"w", 1}};
+  auto report = ImportTorchFile(in, Tmp("rt_ckpt"), options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->tensors, 2);
+  EXPECT_EQ(report->sharded, 1);
+  auto reader = CheckpointReader::Open(Tmp("rt_ckpt"));
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ(reader->index().world_size, 3);
+  EXPECT_TRUE(reader->index().Find("model.w")->sharded);
+  ExportOptions eo;
+  eo.prefix = "model.";
+  auto exported = ExportTorchFile(Tmp("rt_ckpt"), Tmp("rt_out.pt"), eo);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  auto f = TorchFile::Open(Tmp("rt_out.pt"));
+  ASSERT_TRUE(f.ok()) << f.status();
+  auto sel = SelectEntries((*f)->graph(), {});
+  ASSERT_TRUE(sel.ok());
+  ASSERT_EQ(sel->tensors.size(), 2u);
+  EXPECT_EQ(sel->tensors[0].key, "w");
+  EXPECT_TRUE(at::equal(*(*f)->Tensor(sel->tensors[0].node, "w"), at::tensor({1.f, 3.f, 2.f, 4.f}).reshape({2, 2})));
+}
+
+TEST(TorchFile, EveryExportedDtypeComesBack) {
+  OfflineCheckpointWriter writer(Tmp("dtypes_ckpt"), 2);
+  std::vector<c10::ScalarType> dtypes = {c10::kFloat, c10::kDouble, c10::kHalf, c10::kBFloat16, c10::kLong,
+                                         c10::kInt,   c10::kChar,   c10::kByte, c10::kBool};
+  std::map<std::string, at::Tensor> want;
+  for (c10::ScalarType d : dtypes) {
+    at::Tensor t = at::arange(12, at::kDouble).reshape({3, 4}).sub(5).to(d);
+    want[c10::toString(d)] = t;
+    ASSERT_TRUE(writer.AddDense(c10::toString(d), t).ok());
+  }
+  ASSERT_TRUE(writer.AddDense("trainer.step", at::full({1}, 17, at::kLong)).ok());
+  ASSERT_TRUE(writer.Commit().ok());
+  ExportOptions eo;
+  eo.lightning = true;
+  auto exported = ExportTorchFile(Tmp("dtypes_ckpt"), Tmp("dtypes.ckpt"), eo);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ(exported->global_step, 17);
+  auto f = TorchFile::Open(Tmp("dtypes.ckpt"));
+  ASSERT_TRUE(f.ok()) << f.status();
+  SelectOptions so;
+  so.global_step = true;
+  auto sel = SelectEntries((*f)->graph(), so);
+  ASSERT_TRUE(sel.ok()) << sel.status();
+  EXPECT_TRUE(sel->lightning);
+  EXPECT_EQ(sel->global_step, 17);
+  ASSERT_EQ(sel->tensors.size(), dtypes.size());
+  for (const SelectedTensor& t : sel->tensors) {
+    auto got = (*f)->Tensor(t.node, t.key);
+    ASSERT_TRUE(got.ok()) << got.status();
+    EXPECT_EQ(got->scalar_type(), want[t.key].scalar_type()) << t.key;
+    EXPECT_TRUE(at::equal(*got, want[t.key])) << t.key;
+  }
+}
+
+// Each bad input: the error names the problem and OUT never appears.
+void ExpectRefused(const std::string& in, const std::string& needle, ImportOptions options = {}) {
+  const std::string out = Tmp("never");
+  auto r = ImportTorchFile(in, out, options);
+  EXPECT_FALSE(r.ok()) << in;
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(needle)) << in;
+  EXPECT_FALSE(PathExists(out)) << in;
+  EXPECT_FALSE(PathExists(out + ".tmp-import-" + std::to_string(::getpid()))) << in;
+}
+
+TEST(TorchFile, BadInputIsRefusedAndWritesNothing) {
+  const std::string good = Tmp("good.pt");
+  WriteZip(good, Pickle(6, 1, {2, 2}, {1, 2}), {{"data/0", FloatBytes(6)}});
+  std::ifstream g(good, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(g)), std::istreambuf_iterator<char>());
+  auto write = [](const std::string& name, const std::string& b) {
+    std::ofstream(Tmp(name), std::ios::binary) << b;
+    return Tmp(name);
+  };
+
+  ExpectRefused(write("truncated.pt", bytes.substr(0, bytes.size() / 2)), "truncated or corrupt zip");
+  std::string cd = bytes;  // the central directory's signature
+  cd[cd.rfind("PK\x01\x02")] = 'X';
+  ExpectRefused(write("corrupt.pt", cd), "truncated or corrupt zip");
+  ExpectRefused(write("text.pt", "this is not a checkpoint at all, just text"), "no zip signature");
+  ExpectRefused(write("legacy.pt", "\x80\x02\x8a\x0alegacy-magic"), "legacy (pre-1.6");
+  ExpectRefused(Tmp("missing-file.pt"), "missing-file.pt");
+
+  WriteZip(Tmp("no_record.pt"), Pickle(6, 1, {2, 2}, {1, 2}), {});
+  ExpectRefused(Tmp("no_record.pt"), "storage record 'data/0' is missing");
+  WriteZip(Tmp("overrun.pt"), Pickle(6, 3, {2, 2}, {1, 2}), {{"data/0", FloatBytes(6)}});
+  ExpectRefused(Tmp("overrun.pt"), "overrun storage '0' of 6 elements");
+  WriteZip(Tmp("short_record.pt"), Pickle(6, 1, {2, 2}, {1, 2}), {{"data/0", FloatBytes(5)}});
+  ExpectRefused(Tmp("short_record.pt"), "holds 20 bytes but the pickle declares 6 elements");
+  WriteZip(Tmp("bad_pickle.pt"), Pickle(6, 1, {2, 2}, {1, 2}).substr(0, 30), {{"data/0", FloatBytes(6)}});
+  ExpectRefused(Tmp("bad_pickle.pt"), "data.pkl: pickle: truncated");
+
+  TorchPickleWriter p;  // a class instance inside the imported dict
+  p.EmptyDict();
+  p.Mark();
+  p.String("opt");
+  p.Global("torch.optim.sgd", "SGD");
+  p.EmptyTuple();
+  p.Reduce();
+  p.SetItems();
+  WriteZip(Tmp("class.pt"), p.Finish(), {});
+  ExpectRefused(Tmp("class.pt"), "at 'opt': refusing an instance of 'torch.optim.sgd.SGD'");
+
+  ImportOptions typo;
+  typo.shard_dims = {{"nope", 0}};
+  ExpectRefused(good, "--shard names key 'nope'", typo);
+  ImportOptions bad_dim;
+  bad_dim.shard_dims = {{"w", 2}};
+  ExpectRefused(good, "cannot shard dim 2", bad_dim);
+  ImportOptions not_lightning;
+  not_lightning.global_step = true;
+  ExpectRefused(good, "not a Lightning checkpoint", not_lightning);
+}
+
+TEST(TorchFile, ImportIntoAnExistingCheckpointReplacesIt) {
+  const std::string in = Tmp("replace.pt");
+  WriteZip(in, Pickle(6, 1, {2, 2}, {1, 2}), {{"data/0", FloatBytes(6)}});
+  const std::string out = Tmp("replace_ckpt");
+  ASSERT_TRUE(ImportTorchFile(in, out, {}).ok());
+  ImportOptions options;
+  options.world_size = 2;
+  ASSERT_TRUE(ImportTorchFile(in, out, options).ok());
+  auto reader = CheckpointReader::Open(out);
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(reader->index().world_size, 2);
+  // A bad input leaves it as it was.
+  WriteZip(Tmp("bad.pt"), Pickle(6, 1, {2, 2}, {1, 2}), {});
+  EXPECT_FALSE(ImportTorchFile(Tmp("bad.pt"), out, {}).ok());
+  auto again = CheckpointReader::Open(out);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->index().generation, reader->index().generation);
+}
+
+TEST(ShardSpecs, Parse) {
+  std::map<std::string, int64_t> dims;
+  EXPECT_TRUE(ParseShardSpecs({"embed.weight=0", "a=b=1"}, &dims).ok());
+  EXPECT_EQ(dims["embed.weight"], 0);
+  EXPECT_EQ(dims["a=b"], 1);
+  EXPECT_THAT(ParseShardSpecs({"x"}, &dims).message(), HasSubstr("KEY=DIM"));
+  EXPECT_THAT(ParseShardSpecs({"embed.weight=1"}, &dims).message(), HasSubstr("sharded twice"));
+  std::ofstream(Tmp("layout.txt")) << "# layout\nfc.weight = 1\n\n  head=0  # rows\n";
+  std::map<std::string, int64_t> from_file;
+  ASSERT_TRUE(ReadShardLayoutFile(Tmp("layout.txt"), &from_file).ok());
+  EXPECT_EQ(from_file.size(), 2u);
+}
+
+}  // namespace
+}  // namespace shardlight::sharded::checkpoint::pytorch

@@ -1,0 +1,151 @@
+// ImportTorchFile: read and check everything, then write through the
+// offline writer into a temporary directory, then rename it into place.
+#include "sharded/checkpoint/interop/pytorch/torch_import.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <set>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/storage/posix_file.h"
+#include "sharded/checkpoint/interop/pytorch/torch_file.h"
+#include "sharded/status_macros.h"
+
+namespace shardlight::sharded::checkpoint::pytorch {
+namespace {
+
+// Removes a directory the import created, with what it holds.
+void RemoveTree(const std::string& dir) {
+  auto names = ListDirectory(dir);
+  if (names.ok()) {
+    for (const std::string& n : *names) RemoveFile(JoinPath(dir, n)).IgnoreError();
+  }
+  ::rmdir(dir.c_str());
+}
+
+struct ToWrite {
+  std::string key;
+  std::string source_key;  // the key in the file, which shard_dims names
+  at::Tensor tensor;
+};
+
+absl::Status Write(const std::vector<ToWrite>& tensors, const std::string& dir, const ImportOptions& options,
+                   int64_t* sharded) {
+  OfflineCheckpointWriter writer(dir, options.world_size, options.writer);
+  for (const auto& [key, source_key, tensor] : tensors) {
+    auto dim = options.shard_dims.find(source_key);
+    absl::Status s = dim == options.shard_dims.end() ? writer.AddDense(key, tensor)
+                                                     : writer.AddChunked(key, tensor, dim->second);
+    if (!s.ok()) return s;
+    if (dim != options.shard_dims.end()) ++*sharded;
+  }
+  return writer.Commit();
+}
+
+}  // namespace
+
+absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const std::string& out_dir,
+                                             const ImportOptions& options) {
+  if (options.world_size < 1 || options.world_size > 65536) {
+    return absl::InvalidArgumentError(absl::StrCat("world size ", options.world_size, " is not in [1, 65536]"));
+  }
+  // Read and check the whole input first.
+  SL_ASSIGN_OR_RETURN(auto file, TorchFile::Open(in_path));
+  SelectOptions select;
+  select.optimizer_states = options.optimizer_states;
+  select.global_step = options.global_step;
+  auto selection = SelectEntries(file->graph(), select);
+  if (!selection.ok()) {
+    return absl::Status(selection.status().code(), absl::StrCat("'", in_path, "': ", selection.status().message()));
+  }
+  if ((options.optimizer_states || options.global_step) && !selection->lightning) {
+    return absl::InvalidArgumentError(absl::StrCat("'", in_path, "' is not a Lightning checkpoint: it has no "
+                                                   "optimizer_states or global_step to import"));
+  }
+  ImportReport report;
+  report.lightning = selection->lightning;
+  report.global_step = selection->global_step;
+  report.skipped = selection->skipped;
+  report.not_stored = selection->not_stored;
+  std::vector<ToWrite> tensors;
+  std::set<std::string> keys;
+  for (const SelectedTensor& t : selection->tensors) {
+    const std::string key = options.key_prefix + t.key;
+    absl::Status s = ValidateKey(key);
+    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("'", in_path, "': ", s.message()));
+    if (!keys.insert(key).second) {
+      return absl::InvalidArgumentError(absl::StrCat("'", in_path, "': two entries flatten to key ", Quote(key)));
+    }
+    auto tensor = file->Tensor(t.node, t.key);
+    if (!tensor.ok()) return tensor.status();
+    report.data_bytes += tensor->numel() * static_cast<int64_t>(tensor->element_size());
+    tensors.push_back({key, t.key, *tensor});
+  }
+  if (selection->global_step) {
+    const std::string& key = options.global_step_key;
+    if (!keys.insert(key).second) return absl::InvalidArgumentError("global_step_key " + Quote(key) + " is also a tensor key");
+    tensors.push_back({key, "", at::full({1}, *selection->global_step, at::kLong)});
+  }
+  std::set<std::string> source_keys;
+  for (const ToWrite& t : tensors) source_keys.insert(t.source_key);
+  for (const auto& [key, dim] : options.shard_dims) {
+    if (source_keys.count(key) == 0 || key.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("--shard names key ", Quote(key), ", which '", in_path,
+                                                     "' does not hold"));
+    }
+  }
+  report.tensors = static_cast<int64_t>(tensors.size());
+
+  // Then write: straight into an existing directory (its atomic commit), or
+  // into a temporary sibling renamed into place.
+  if (PathExists(out_dir)) {
+    absl::Status s = Write(tensors, out_dir, options, &report.sharded);
+    if (!s.ok()) return s;
+    return report;
+  }
+  std::string parent = out_dir;
+  while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
+  const std::string temp = absl::StrCat(parent, ".tmp-import-", ::getpid());
+  RemoveTree(temp);
+  absl::Status s = Write(tensors, temp, options, &report.sharded);
+  if (s.ok()) s = RenameFile(temp, parent);
+  if (!s.ok()) {
+    RemoveTree(temp);
+    return s;
+  }
+  const size_t slash = parent.find_last_of('/');
+  SyncDirectory(slash == std::string::npos ? "." : (slash == 0 ? "/" : parent.substr(0, slash))).IgnoreError();
+  return report;
+}
+
+absl::Status ParseShardSpecs(const std::vector<std::string>& specs, std::map<std::string, int64_t>* dims) {
+  for (const std::string& spec : specs) {
+    const size_t eq = spec.rfind('=');
+    int64_t dim;
+    if (eq == std::string::npos || eq == 0 || !absl::SimpleAtoi(spec.substr(eq + 1), &dim) || dim < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("shard spec ", Quote(spec), " is not KEY=DIM with DIM >= 0"));
+    }
+    const std::string key = spec.substr(0, eq);
+    if (!dims->emplace(key, dim).second) return absl::InvalidArgumentError("key " + Quote(key) + " is sharded twice");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadShardLayoutFile(const std::string& path, std::map<std::string, int64_t>* dims) {
+  SL_ASSIGN_OR_RETURN(auto text, ReadWholeFile(path, int64_t{16} << 20));
+  std::vector<std::string> specs;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    line = absl::StripAsciiWhitespace(line.substr(0, line.find('#')));
+    if (!line.empty()) specs.emplace_back(line);
+  }
+  absl::Status s = ParseShardSpecs(specs, dims);
+  if (!s.ok()) return absl::Status(s.code(), absl::StrCat("layout file '", path, "': ", s.message()));
+  return s;
+}
+
+}  // namespace shardlight::sharded::checkpoint::pytorch

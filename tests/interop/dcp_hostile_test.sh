@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Hostile and broken DCP checkpoints (a directory real torch wrote, damaged by
+# dcp_damage.py): every ckpt command that reads ends in a clear error naming
+# the file or key, within a time limit and a memory budget, and a load
+# changes nothing. A class outside DCP's metadata is refused without running.
+ckpt="$1"; damage="$2"; peer_save="$3"
+source "$(dirname "$0")/dcp_lib.sh" "$4" dcph
+torchrun_py 4 "$peer_save" "$tmp/good" "$tmp/ref.pt" "$tmp/values.txt" >"$tmp/save.log" 2>&1 || { cat "$tmp/save.log"; fail "dcp.save"; }
+"$ckpt" verify "$tmp/good" >/dev/null || fail "the undamaged checkpoint does not verify"
+rm -f /tmp/dcp_damage_pwned
+budget_kb=$((400 * 1024))  # the tool's own baseline is ~160 MB
+# case  commands  text the error must hold (inspect reads .metadata only)
+while read -r case cmds want; do
+  d="$tmp/$case"
+  cp -r "$tmp/good" "$d"
+  "$LIBTORCH_PYTHON" "$damage" "$case" "$d" || fail "$case: could not damage the copy"
+  for cmd in ${cmds//,/ }; do
+    out=$(/usr/bin/time -f "%M" -o "$tmp/rss" timeout 60 "$ckpt" "$cmd" "$d" 2>&1)
+    rc=$?
+    [ "$rc" = 124 ] && fail "$case: ckpt $cmd ran past 60 s"
+    [ "$rc" = 0 ] && fail "$case: ckpt $cmd accepted the damaged checkpoint: $out"
+    grep -q -- "$want" <<<"$out" || fail "$case: ckpt $cmd: the error does not name '$want': $out"
+    rss=$(tail -1 "$tmp/rss")
+    [ "$rss" -le "$budget_kb" ] || fail "$case: ckpt $cmd peaked at ${rss} KB, over the ${budget_kb} KB budget"
+  done
+  echo "ok  $case: $(grep -m1 -- "$want" <<<"$out" | cut -c1-200)"
+done <<'CASES'
+overlap inspect,verify emb.weight
+hole inspect,verify emb.weight
+exceeds inspect,verify emb.weight
+huge inspect,verify emb.weight
+past_end verify emb.weight
+long verify emb.weight
+class inspect,verify posix.system
+deep inspect,verify planner_data
+cycle inspect,verify planner_data
+missing verify __2_0.distcp
+truncated verify __1_0.distcp
+metadata_truncated inspect,verify .metadata
+transform inspect,verify stream_zstd
+CASES
+[ -e /tmp/dcp_damage_pwned ] && fail "a class in .metadata was run"
+echo "PASS"
