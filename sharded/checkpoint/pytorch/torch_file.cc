@@ -183,7 +183,7 @@ TorchFile::~TorchFile() = default;
 
 absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(const std::string& path) { return Open(PosixStorage(), path); }
 
-absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(Storage& storage, const std::string& path) {
+absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(Storage& storage, const std::string& path, bool check_crc) {
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("'", path, "': ", what));
   };
@@ -199,7 +199,7 @@ absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(Storage& storage, con
   if (size < 22 || std::string(magic, 4) != std::string("PK\x03\x04", 4)) {
     return bad(absl::StrCat("not a torch.save zip file (", size < 22 ? "too short to be a zip" : "no zip signature", ")"));
   }
-  auto zip = ZipReader::Open(std::move(file), path);
+  auto zip = ZipReader::Open(std::move(file), path, check_crc);
   if (!zip.ok()) return absl::InvalidArgumentError(absl::StrCat("a truncated or corrupt zip container: ", zip.status().message()));
   f->zip_ = std::make_unique<ZipReader>(std::move(*zip));
   const uint64_t max_small = std::max(static_cast<uint64_t>(size), kMaxSmallRecord);

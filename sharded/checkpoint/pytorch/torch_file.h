@@ -73,8 +73,10 @@ class TorchFile {
   // for a truncated or corrupt zip, a legacy (pre-1.6) torch.save file, a
   // big-endian file or a bad pickle, each naming the file.
   static absl::StatusOr<std::unique_ptr<TorchFile>> Open(const std::string& path);
-  // The same on any Storage (a DCP item, a fuzz input in memory).
-  static absl::StatusOr<std::unique_ptr<TorchFile>> Open(Storage& storage, const std::string& path);
+  // The same on any Storage (a DCP item, a fuzz input in memory);
+  // check_crc = false only for fuzzing (see ZipReader::Open).
+  static absl::StatusOr<std::unique_ptr<TorchFile>> Open(Storage& storage, const std::string& path,
+                                                         bool check_crc = true);
   ~TorchFile();
 
   const PickleGraph& graph() const { return graph_; }

@@ -47,7 +47,9 @@ class ZipReader {
   // that is not a zip, a truncated one, a multi-disk or encrypted one, a
   // compression method other than stored/deflate, or an inconsistent
   // directory.
-  static absl::StatusOr<ZipReader> Open(File file, std::string name);
+  // check_crc = false is for fuzzing only: mutated records then reach the
+  // parsers behind the container instead of stopping at their CRC.
+  static absl::StatusOr<ZipReader> Open(File file, std::string name, bool check_crc = true);
 
   // torch.save puts every record under one top folder (the file's stem at
   // save time, e.g. "archive/"): records are found by the name below it
@@ -75,6 +77,7 @@ class ZipReader {
 
   File file_;
   std::string name_;
+  bool check_crc_ = true;
   std::string top_;            // "archive/" (with the slash)
   uint64_t directory_offset_ = 0;
   std::vector<ZipRecord> records_;
