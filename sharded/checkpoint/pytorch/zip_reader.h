@@ -6,7 +6,7 @@
 // the directory whole: every record lies inside the file and before the
 // directory, a stored record's two sizes agree, a deflated record declares no
 // more than deflate can produce from its compressed bytes, names are unique.
-// It holds only the directory (about 60 bytes plus the name per record).
+// It holds only the directory (about 80 bytes plus the name per record).
 //
 // A record is read only into a destination of the size the caller expects
 // (ReadInto): stored records are read straight into it; deflate-compressed
