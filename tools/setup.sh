@@ -22,6 +22,7 @@ packages=(
   libgtest-dev
   libgmock-dev
   nlohmann-json3-dev     # JSON for checkpoint indexes
+  zlib1g-dev             # inflate of deflated torch.save records (sharded/checkpoint/interop/pytorch:zip_reader)
   libbenchmark-dev       # benchmarks
   python3-torch          # torchrun (real-process tests, README) and Python PyTorch (interop tests)
   python3-venv           # the torch 2.x virtual environment (--torch2)

@@ -18,7 +18,14 @@ int ImportTorch(const std::string& in, const std::string& out_dir, const pt::Imp
       << HumanBytes(report->data_bytes) << "\n";
   if (report->global_step) out << "global_step " << *report->global_step << " -> " << options.global_step_key << "\n";
   for (const std::string& s : report->skipped) out << "skipped  " << s << "\n";
+  if (report->skipped_count > static_cast<int64_t>(report->skipped.size())) {
+    out << "skipped  ... and " << report->skipped_count - static_cast<int64_t>(report->skipped.size()) << " more entries\n";
+  }
   for (const std::string& s : report->not_stored) out << "not stored (not a tensor)  " << s << "\n";
+  if (report->not_stored_count > static_cast<int64_t>(report->not_stored.size())) {
+    out << "not stored (not a tensor)  ... and " << report->not_stored_count - static_cast<int64_t>(report->not_stored.size())
+        << " more values\n";
+  }
   return 0;
 }
 

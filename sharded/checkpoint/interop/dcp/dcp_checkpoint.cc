@@ -26,7 +26,6 @@ namespace {
 using pytorch::PayloadTensor;
 using pytorch::PickleGraph;
 using pytorch::PickleKind;
-using pytorch::PickleNode;
 using pytorch::TorchSavePayload;
 
 // "__3_0.distcp" was written by rank 3; -1 for any other name.
@@ -59,7 +58,7 @@ class DcpDataFiles : public ForeignDataFiles {
       const std::string display =
           absl::StrCat(ChunkWhere(tensor->key, shard->offsets), ": DCP file ", Quote(JoinPath(dir_, name)));
       SL_ASSIGN_OR_RETURN(const TorchSavePayload payload, TorchSavePayload::Open(file, item.offset, item.length, display));
-      SL_ASSIGN_OR_RETURN(const PayloadTensor t, payload.Tensor(payload.graph().root, "its payload"));
+      SL_ASSIGN_OR_RETURN(const PayloadTensor t, payload.Tensor(payload.graph().root(), "its payload"));
       if (t.dtype != tensor->dtype || t.sizes != shard->sizes) {
         return absl::InvalidArgumentError(absl::StrCat(
             display, ": the payload holds a ", DtypeName(t.dtype), " tensor of sizes ", ShapeToString(t.sizes),
@@ -174,39 +173,42 @@ class Repr {
   absl::Status Append(int id, int depth, std::string* out) {
     if (depth > 64) return absl::InvalidArgumentError("nested deeper than 64 levels");
     if (++visits_ > (1 << 20)) return absl::InvalidArgumentError("more than 2^20 parts");
-    const PickleNode& n = g_.node(id);
-    switch (n.kind) {
+    switch (g_.kind(id)) {
       case PickleKind::kNone: absl::StrAppend(out, "None"); return absl::OkStatus();
-      case PickleKind::kBool: absl::StrAppend(out, n.boolean ? "True" : "False"); return absl::OkStatus();
-      case PickleKind::kInt: absl::StrAppend(out, n.integer); return absl::OkStatus();
-      case PickleKind::kFloat: absl::StrAppend(out, FloatRepr(n.real)); return absl::OkStatus();
-      case PickleKind::kString: absl::StrAppend(out, Quote(n.text)); return absl::OkStatus();
+      case PickleKind::kBool: absl::StrAppend(out, g_.boolean(id) ? "True" : "False"); return absl::OkStatus();
+      case PickleKind::kInt: absl::StrAppend(out, g_.integer(id)); return absl::OkStatus();
+      case PickleKind::kFloat: absl::StrAppend(out, FloatRepr(g_.real(id))); return absl::OkStatus();
+      case PickleKind::kString: absl::StrAppend(out, Quote(g_.text(id))); return absl::OkStatus();
       case PickleKind::kList:
       case PickleKind::kTuple: {
-        const bool list = n.kind == PickleKind::kList;
+        const bool list = g_.kind(id) == PickleKind::kList;
+        const auto items = g_.items(id);
         absl::StrAppend(out, list ? "[" : "(");
-        for (size_t i = 0; i < n.items.size(); ++i) {
+        for (size_t i = 0; i < items.size(); ++i) {
           if (i) absl::StrAppend(out, ", ");
-          SL_RETURN_IF_ERROR(Append(n.items[i], depth + 1, out));
+          SL_RETURN_IF_ERROR(Append(items[i], depth + 1, out));
         }
-        absl::StrAppend(out, !list && n.items.size() == 1 ? ",)" : (list ? "]" : ")"));
+        absl::StrAppend(out, !list && items.size() == 1 ? ",)" : (list ? "]" : ")"));
         return absl::OkStatus();
       }
       case PickleKind::kDict: {
+        const auto items = g_.items(id);
         absl::StrAppend(out, "{");
-        for (size_t i = 0; i + 1 < n.items.size(); i += 2) {
+        for (size_t i = 0; i + 1 < items.size(); i += 2) {
           if (i) absl::StrAppend(out, ", ");
-          SL_RETURN_IF_ERROR(Append(n.items[i], depth + 1, out));
+          SL_RETURN_IF_ERROR(Append(items[i], depth + 1, out));
           absl::StrAppend(out, ": ");
-          SL_RETURN_IF_ERROR(Append(n.items[i + 1], depth + 1, out));
+          SL_RETURN_IF_ERROR(Append(items[i + 1], depth + 1, out));
         }
         absl::StrAppend(out, "}");
         return absl::OkStatus();
       }
-      default:
+      default: {
+        const PickleKind k = g_.kind(id);
         return absl::InvalidArgumentError(absl::StrCat(
-            "it holds a ", n.kind == PickleKind::kObject || n.kind == PickleKind::kGlobal ? n.text : pytorch::PickleKindName(n.kind),
+            "it holds a ", k == PickleKind::kObject || k == PickleKind::kGlobal ? g_.text(id) : pytorch::PickleKindName(k),
             " (only None, bools, ints, floats, strings and lists, tuples and dicts of them are read)"));
+      }
     }
   }
 
@@ -261,11 +263,11 @@ absl::StatusOr<std::vector<DcpPlainValue>> ReadDcpValues(const std::string& dir,
                         TorchSavePayload::Open(it->second, v.item.offset, v.item.length, display));
     DcpPlainValue value;
     value.key = v.key;
-    const PickleNode& root = payload.graph().node(payload.graph().root);
-    if (root.kind == PickleKind::kInt) value.integer = root.integer;
-    if (root.kind == PickleKind::kBool) value.integer = root.boolean ? 1 : 0;
-    Repr repr(payload.graph());
-    if (absl::Status s = repr.Append(payload.graph().root, 0, &value.repr); !s.ok()) {
+    const PickleGraph& g = payload.graph();
+    if (g.kind(g.root()) == PickleKind::kInt) value.integer = g.integer(g.root());
+    if (g.kind(g.root()) == PickleKind::kBool) value.integer = g.boolean(g.root()) ? 1 : 0;
+    Repr repr(g);
+    if (absl::Status s = repr.Append(g.root(), 0, &value.repr); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat(display, ": ", s.message()));
     }
     out.push_back(std::move(value));

@@ -17,7 +17,6 @@ namespace {
 
 using pytorch::PickleGraph;
 using pytorch::PickleKind;
-using pytorch::PickleNode;
 
 constexpr char kMetadata[] = "torch.distributed.checkpoint.metadata.Metadata";
 constexpr char kTensorMeta[] = "torch.distributed.checkpoint.metadata.TensorStorageMetadata";
@@ -44,30 +43,30 @@ class Decoder {
   absl::Status Bad(const std::string& what) const {
     return absl::InvalidArgumentError(absl::StrCat(display_, ": ", what));
   }
-  const PickleNode& N(int id) const { return g_.node(id); }
+  PickleKind K(int id) const { return g_.kind(id); }
+  std::string T(int id) const { return std::string(g_.text(id)); }
+  bool Is(int id, PickleKind kind) const { return id >= 0 && K(id) == kind; }
+  bool IsObject(int id, const char* cls) const { return Is(id, PickleKind::kObject) && g_.text(id) == cls; }
 
   // An object of class `cls`: its state dict's fields by name.
   absl::StatusOr<std::map<std::string, int>> Fields(int id, const char* cls, const std::string& what) const {
-    if (id < 0 || N(id).kind != PickleKind::kObject || N(id).text != cls) {
-      return Bad(absl::StrCat(what, " is ", Describe(id), "; expected a ", cls));
-    }
-    const int state = N(id).items.size() == 2 ? N(id).items[1] : -1;
+    if (!IsObject(id, cls)) return Bad(absl::StrCat(what, " is ", Describe(id), "; expected a ", cls));
+    const int state = g_.object_state(id);
     std::map<std::string, int> fields;
     if (state < 0) return fields;  // no BUILD: every field at its default
-    if (N(state).kind != PickleKind::kDict) return Bad(absl::StrCat(what, ": its state is ", Describe(state), ", not a dict"));
-    const std::vector<int>& items = N(state).items;
+    if (K(state) != PickleKind::kDict) return Bad(absl::StrCat(what, ": its state is ", Describe(state), ", not a dict"));
+    const auto items = g_.items(state);
     for (size_t i = 0; i + 1 < items.size(); i += 2) {
-      if (N(items[i]).kind != PickleKind::kString) return Bad(absl::StrCat(what, ": a field name that is not a str"));
-      fields[N(items[i]).text] = items[i + 1];
+      if (K(items[i]) != PickleKind::kString) return Bad(absl::StrCat(what, ": a field name that is not a str"));
+      fields[T(items[i])] = items[i + 1];
     }
     return fields;
   }
 
   std::string Describe(int id) const {
     if (id < 0) return "missing";
-    const PickleNode& n = N(id);
-    if (n.kind == PickleKind::kObject || n.kind == PickleKind::kGlobal) return absl::StrCat("a ", n.text);
-    return absl::StrCat("a ", pytorch::PickleKindName(n.kind));
+    if (K(id) == PickleKind::kObject || K(id) == PickleKind::kGlobal) return absl::StrCat("a ", g_.text(id));
+    return absl::StrCat("a ", pytorch::PickleKindName(K(id)));
   }
 
   static int Get(const std::map<std::string, int>& fields, const char* name) {
@@ -76,55 +75,53 @@ class Decoder {
   }
 
   absl::StatusOr<int64_t> Int(int id, const std::string& what) const {
-    if (id < 0 || N(id).kind != PickleKind::kInt) return Bad(absl::StrCat(what, " is ", Describe(id), ", not an int"));
-    return N(id).integer;
+    if (!Is(id, PickleKind::kInt)) return Bad(absl::StrCat(what, " is ", Describe(id), ", not an int"));
+    return g_.integer(id);
   }
   absl::StatusOr<std::string> Str(int id, const std::string& what) const {
-    if (id < 0 || N(id).kind != PickleKind::kString) return Bad(absl::StrCat(what, " is ", Describe(id), ", not a str"));
-    return N(id).text;
+    if (!Is(id, PickleKind::kString)) return Bad(absl::StrCat(what, " is ", Describe(id), ", not a str"));
+    return T(id);
   }
-  bool IsNone(int id) const { return id < 0 || N(id).kind == PickleKind::kNone; }
+  bool IsNone(int id) const { return id < 0 || K(id) == PickleKind::kNone; }
 
   // torch.Size((a, b, ...)), or a plain tuple or list of ints.
   absl::StatusOr<std::vector<int64_t>> Size(int id, const std::string& what) const {
     int seq = id;
-    if (id >= 0 && N(id).kind == PickleKind::kObject && N(id).text == kSize) {
-      const int args = N(id).items.size() == 2 ? N(id).items[0] : -1;
-      if (args < 0 || N(args).kind != PickleKind::kTuple || N(args).items.size() != 1) {
+    if (IsObject(id, kSize)) {
+      const int args = g_.object_arguments(id);
+      if (!Is(args, PickleKind::kTuple) || g_.items(args).size() != 1) {
         return Bad(absl::StrCat(what, ": torch.Size without its one argument"));
       }
-      seq = N(args).items[0];
+      seq = g_.items(args)[0];
     }
-    if (seq < 0 || (N(seq).kind != PickleKind::kTuple && N(seq).kind != PickleKind::kList)) {
+    if (!Is(seq, PickleKind::kTuple) && !Is(seq, PickleKind::kList)) {
       return Bad(absl::StrCat(what, " is ", Describe(id), ", not a size"));
     }
     std::vector<int64_t> out;
-    for (int e : N(seq).items) {
-      if (N(e).kind != PickleKind::kInt || N(e).integer < 0) {
+    for (int e : g_.items(seq)) {
+      if (K(e) != PickleKind::kInt || g_.integer(e) < 0) {
         return Bad(absl::StrCat(what, " holds ", Describe(e), "; sizes are non-negative ints"));
       }
-      out.push_back(N(e).integer);
+      out.push_back(g_.integer(e));
     }
     return out;
   }
 
   absl::StatusOr<c10::ScalarType> Dtype(int properties, const std::string& key) const {
     const std::string what = absl::StrCat("key '", key, "': TensorProperties");
-    if (properties < 0 || N(properties).kind != PickleKind::kObject || N(properties).text != kProperties) {
-      return Bad(absl::StrCat(what, " is ", Describe(properties)));
-    }
-    const int state = N(properties).items.size() == 2 ? N(properties).items[1] : -1;
+    if (!IsObject(properties, kProperties)) return Bad(absl::StrCat(what, " is ", Describe(properties)));
+    const int state = g_.object_state(properties);
     int dtype = -1;
-    if (state >= 0 && N(state).kind == PickleKind::kTuple && !N(state).items.empty()) {
-      dtype = N(state).items[0];  // (dtype, layout, requires_grad, memory_format, pin_memory[, strides])
-    } else if (state >= 0 && N(state).kind == PickleKind::kDict) {
+    if (Is(state, PickleKind::kTuple) && !g_.items(state).empty()) {
+      dtype = g_.items(state)[0];  // (dtype, layout, requires_grad, memory_format, pin_memory[, strides])
+    } else if (Is(state, PickleKind::kDict)) {
       SL_ASSIGN_OR_RETURN(auto fields, Fields(properties, kProperties, what));
       dtype = Get(fields, "dtype");
     }
-    if (dtype < 0 || N(dtype).kind != PickleKind::kGlobal) return Bad(absl::StrCat(what, " has no dtype"));
+    if (!Is(dtype, PickleKind::kGlobal)) return Bad(absl::StrCat(what, " has no dtype"));
     c10::ScalarType out;
-    if (!DcpDtype(N(dtype).text, &out)) {
-      return absl::InvalidArgumentError(absl::StrCat(display_, ": key '", key, "' has dtype ", N(dtype).text,
+    if (!DcpDtype(g_.text(dtype), &out)) {
+      return absl::InvalidArgumentError(absl::StrCat(display_, ": key '", key, "' has dtype ", g_.text(dtype),
                                                      ", which a shardlight checkpoint cannot hold"));
     }
     return out;
@@ -144,9 +141,9 @@ class Decoder {
       return Bad(absl::StrCat(what, ": bytes [", item.offset, ", +", item.length, ") are not a byte range"));
     }
     const int transforms = Get(fields, "transform_descriptors");
-    if (!IsNone(transforms) && !N(transforms).items.empty()) {
+    if (!IsNone(transforms) && !g_.items(transforms).empty()) {
       std::vector<std::string> names;
-      for (int t : N(transforms).items) names.push_back(N(t).kind == PickleKind::kString ? N(t).text : Describe(t));
+      for (int t : g_.items(transforms)) names.push_back(K(t) == PickleKind::kString ? T(t) : Describe(t));
       return absl::UnimplementedError(absl::StrCat(display_, ": ", what, " is stored through transforms (",
                                                    absl::StrJoin(names, ", "),
                                                    "); only plain FileSystemWriter payloads are read"));
@@ -155,13 +152,13 @@ class Decoder {
   }
 
   absl::StatusOr<DcpMetadata> Run() {
-    for (const PickleNode& n : g_.nodes) {
-      if (n.kind == PickleKind::kObject && !Whitelisted(n.text)) {
-        return Bad(absl::StrCat("the pickle builds a ", n.text,
+    for (int id = 0; id < g_.size(); ++id) {
+      if (K(id) == PickleKind::kObject && !Whitelisted(T(id))) {
+        return Bad(absl::StrCat("the pickle builds a ", g_.text(id),
                                 ", which is not one of DCP's metadata classes (nothing was run)"));
       }
     }
-    SL_ASSIGN_OR_RETURN(auto top, Fields(g_.root, kMetadata, "the pickle's root"));
+    SL_ASSIGN_OR_RETURN(auto top, Fields(g_.root(), kMetadata, "the pickle's root"));
     DcpMetadata out;
     const int version = Get(top, "version");
     if (!IsNone(version)) {
@@ -174,14 +171,14 @@ class Decoder {
     // planner_data: each key's path in the nested state dict, (str|int, ...).
     const int planner = Get(top, "planner_data");
     if (!IsNone(planner)) {
-      if (N(planner).kind != PickleKind::kDict) return Bad(absl::StrCat("planner_data is ", Describe(planner), ", not a dict"));
-      const std::vector<int>& paths = N(planner).items;
+      if (K(planner) != PickleKind::kDict) return Bad(absl::StrCat("planner_data is ", Describe(planner), ", not a dict"));
+      const auto paths = g_.items(planner);
       for (size_t i = 0; i + 1 < paths.size(); i += 2) {
         SL_ASSIGN_OR_RETURN(const std::string key, Str(paths[i], "a planner_data key"));
-        const PickleNode& path = N(paths[i + 1]);
-        bool ok = path.kind == PickleKind::kTuple || path.kind == PickleKind::kList;
-        for (size_t j = 0; ok && j < path.items.size(); ++j) {
-          const PickleKind k = N(path.items[j]).kind;
+        const int path = paths[i + 1];
+        bool ok = K(path) == PickleKind::kTuple || K(path) == PickleKind::kList;
+        for (size_t j = 0; ok && j < g_.items(path).size(); ++j) {
+          const PickleKind k = K(g_.items(path)[j]);
           ok = k == PickleKind::kString || k == PickleKind::kInt;
         }
         if (!ok) {
@@ -193,10 +190,8 @@ class Decoder {
     // storage_data: (key, chunk offsets) -> payload.
     std::unordered_map<std::string, DcpItem> items;
     const int storage = Get(top, "storage_data");
-    if (storage < 0 || N(storage).kind != PickleKind::kDict) {
-      return Bad(absl::StrCat("storage_data is ", Describe(storage), ", not a dict"));
-    }
-    const std::vector<int>& entries = N(storage).items;
+    if (!Is(storage, PickleKind::kDict)) return Bad(absl::StrCat("storage_data is ", Describe(storage), ", not a dict"));
+    const auto entries = g_.items(storage);
     for (size_t i = 0; i + 1 < entries.size(); i += 2) {
       SL_ASSIGN_OR_RETURN(auto index, Fields(entries[i], kIndex, "a storage_data key"));
       SL_ASSIGN_OR_RETURN(const std::string fqn, Str(Get(index, "fqn"), "a storage_data key's fqn"));
@@ -212,16 +207,14 @@ class Decoder {
       }
     }
     const int sd = Get(top, "state_dict_metadata");
-    if (sd < 0 || N(sd).kind != PickleKind::kDict) {
-      return Bad(absl::StrCat("state_dict_metadata is ", Describe(sd), ", not a dict"));
-    }
+    if (!Is(sd, PickleKind::kDict)) return Bad(absl::StrCat("state_dict_metadata is ", Describe(sd), ", not a dict"));
     size_t used = 0;
-    const std::vector<int>& keys = N(sd).items;
+    const auto keys = g_.items(sd);
     for (size_t i = 0; i + 1 < keys.size(); i += 2) {
       SL_ASSIGN_OR_RETURN(const std::string key, Str(keys[i], "a state_dict_metadata key"));
       const int value = keys[i + 1];
       const std::string k = absl::StrCat("key '", key, "'");
-      if (value >= 0 && N(value).kind == PickleKind::kObject && N(value).text == kBytesMeta) {
+      if (IsObject(value, kBytesMeta)) {
         auto it = items.find(key);
         if (it == items.end()) return Bad(absl::StrCat(k, " (a pickled value) has no storage_data entry"));
         out.values.push_back({key, it->second});
@@ -234,8 +227,8 @@ class Decoder {
       SL_ASSIGN_OR_RETURN(t.dtype, Dtype(Get(fields, "properties"), key));
       SL_ASSIGN_OR_RETURN(t.size, Size(Get(fields, "size"), k + ": size"));
       const int chunks = Get(fields, "chunks");
-      if (chunks < 0 || N(chunks).kind != PickleKind::kList) return Bad(absl::StrCat(k, ": chunks is not a list"));
-      for (int c : N(chunks).items) {
+      if (!Is(chunks, PickleKind::kList)) return Bad(absl::StrCat(k, ": chunks is not a list"));
+      for (int c : g_.items(chunks)) {
         SL_ASSIGN_OR_RETURN(auto cf, Fields(c, kChunkMeta, k + ": a chunk"));
         DcpChunk chunk;
         SL_ASSIGN_OR_RETURN(chunk.offsets, Size(Get(cf, "offsets"), k + ": a chunk's offsets"));

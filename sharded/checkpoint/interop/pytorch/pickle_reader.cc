@@ -1,9 +1,11 @@
-// The restricted pickle machine: one case per opcode, each building plain
-// records. Nothing here imports, calls or instantiates anything.
+// The restricted pickle machine: one case per opcode, each building at most
+// one compact record (PickleGraph). Nothing here imports, calls or
+// instantiates anything.
 #include "sharded/checkpoint/interop/pytorch/pickle_reader.h"
 
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -40,10 +42,20 @@ constexpr StorageClass kStorageClasses[] = {
     {"torch.ByteStorage", c10::kByte},     {"torch.BoolStorage", c10::kBool},
 };
 
-class Machine {
+constexpr uint64_t kTextSlack = uint64_t{1} << 20;   // texts may hold 2x the input plus this
+constexpr uint64_t kMemoDenseSlack = 1024;          // dense memo keys: up to 2x the slots used plus this
+constexpr int64_t kSharedInts = 1024;               // ints in [0, this) are one node per value
+
+}  // namespace
+
+// Builds a PickleGraph: the only writer of its arenas.
+class PickleBuilder {
  public:
-  Machine(absl::string_view in, const PickleLimits& limits, ObjectState objects)
-      : in_(in), limits_(limits), keep_objects_(objects == ObjectState::kKeep) {}
+  PickleBuilder(absl::string_view in, const PickleLimits& limits, ObjectState objects)
+      : in_(in),
+        limits_(limits),
+        text_budget_(2 * static_cast<uint64_t>(in.size()) + kTextSlack),
+        keep_objects_(objects == ObjectState::kKeep) {}
 
   absl::StatusOr<PickleGraph> Run() {
     while (true) {
@@ -53,14 +65,16 @@ class Machine {
       if (op == kStop) {
         int root;
         if (!Pop(&root)) return status_;
-        graph_.root = root;
-        return std::move(graph_);
+        g_.root_ = root;
+        return std::move(g_);
       }
       if (!Step(op)) return status_;
     }
   }
 
  private:
+  using Node = PickleGraph::Node;
+
   // --- failures -----------------------------------------------------------
   bool Fail(const std::string& what) {
     status_ = absl::InvalidArgumentError(absl::StrCat("pickle: ", what, " (opcode at byte ", op_pos_, ")"));
@@ -100,14 +114,15 @@ class Machine {
   }
 
   // --- records and stack ----------------------------------------------------
+  Node& N(int id) { return g_.nodes_[static_cast<size_t>(id)]; }
+  PickleKind K(int id) const { return g_.nodes_[static_cast<size_t>(id)].kind; }
   bool New(PickleKind kind, int* id) {
-    if (static_cast<int64_t>(graph_.nodes.size()) >= limits_.max_nodes) return Fail("too many objects");
-    graph_.nodes.emplace_back();
-    graph_.nodes.back().kind = kind;
-    *id = static_cast<int>(graph_.nodes.size() - 1);
+    if (static_cast<int64_t>(g_.nodes_.size()) >= limits_.max_nodes) return Fail("too many objects");
+    g_.nodes_.emplace_back();
+    g_.nodes_.back().kind = kind;
+    *id = static_cast<int>(g_.nodes_.size() - 1);
     return true;
   }
-  PickleNode& N(int id) { return graph_.nodes[static_cast<size_t>(id)]; }
   bool Push(int id) {
     if (static_cast<int64_t>(stack_.size() + marks_.size()) >= limits_.max_stack) return Fail("the stack is too deep");
     stack_.push_back(id);
@@ -118,6 +133,14 @@ class Machine {
     if (!New(kind, &local)) return false;
     if (id != nullptr) *id = local;
     return Push(local);
+  }
+  // None, True, False and () are immutable: one node each serves every use.
+  bool PushShared(PickleKind kind, bool flag, int* slot) {
+    if (*slot < 0) {
+      if (!New(kind, slot)) return false;
+      N(*slot).flag = flag;
+    }
+    return Push(*slot);
   }
   size_t Floor() const { return marks_.empty() ? 0 : marks_.back(); }
   bool Pop(int* id) {
@@ -138,33 +161,98 @@ class Machine {
     marks_.pop_back();
     return true;
   }
-  // `text` is a copy: it may come from a record that PushNew moves.
-  bool PushText(PickleKind kind, std::string text) {
-    int id;
-    if (!PushNew(kind, &id)) return false;
-    N(id).text = std::move(text);
+
+  // --- texts ----------------------------------------------------------------
+  // Appends `text` to the arena (within its budget): its offset.
+  bool AddText(absl::string_view text, uint64_t* offset) {
+    if (text.size() > 0xFFFFFFFFu || g_.text_.size() + text.size() > text_budget_) {
+      return Fail(absl::StrCat("its strings and names exceed twice the pickle's size (", text.size(), " more bytes)"));
+    }
+    *offset = g_.text_.size();
+    g_.text_.append(text.data(), text.size());
     return true;
   }
+  bool PushText(PickleKind kind, absl::string_view text) {
+    uint64_t offset;
+    int id;
+    if (!AddText(text, &offset) || !PushNew(kind, &id)) return false;
+    N(id).a = static_cast<uint32_t>(text.size());
+    N(id).b = static_cast<int64_t>(offset);
+    return true;
+  }
+  // Class and global names repeat (one per object of a class): each distinct
+  // name is stored once.
+  bool PushName(PickleKind kind, const std::string& name) {
+    auto it = names_.find(name);
+    if (it == names_.end()) {
+      uint64_t offset;
+      if (!AddText(name, &offset)) return false;
+      it = names_.emplace(name, offset).first;
+    }
+    int id;
+    if (!PushNew(kind, &id)) return false;
+    N(id).a = static_cast<uint32_t>(name.size());
+    N(id).b = static_cast<int64_t>(it->second);
+    return true;
+  }
+  bool PushObject(const std::string& class_name) { return PushName(PickleKind::kObject, class_name); }
+  // An opaque object called or constructed with `args`: recorded when asked.
+  bool PushObjectWith(const std::string& class_name, int args) {
+    if (!PushObject(class_name)) return false;
+    if (keep_objects_) g_.object_parts_[stack_.back()] = {args, -1};
+    return true;
+  }
+  std::string Text(int id) const { return std::string(g_.text(id)); }
+
+  // Ints are immutable: the small ones (offsets, sizes, strides, counts) are
+  // one node per value.
   bool PushInt(int64_t v) {
+    if (v >= 0 && v < kSharedInts) {
+      if (small_ints_.empty()) small_ints_.assign(kSharedInts, -1);
+      int& slot = small_ints_[static_cast<size_t>(v)];
+      if (slot < 0) {
+        if (!New(PickleKind::kInt, &slot)) return false;
+        N(slot).b = v;
+      }
+      return Push(slot);
+    }
     int id;
     if (!PushNew(PickleKind::kInt, &id)) return false;
-    N(id).integer = v;
+    N(id).b = v;
     return true;
   }
-  bool PushObject(std::string class_name) { return PushText(PickleKind::kObject, std::move(class_name)); }
-  // An opaque object called or constructed with `args`: kept as its
-  // arguments when asked (ObjectState::kKeep).
-  bool PushObjectWith(std::string class_name, int args) {
-    if (!PushObject(std::move(class_name))) return false;
-    if (keep_objects_) N(stack_.back()).items = {args, -1};
+  bool PushFloat(double v) {
+    int id;
+    if (!PushNew(PickleKind::kFloat, &id)) return false;
+    std::memcpy(&N(id).b, &v, sizeof v);
     return true;
   }
-  bool PushSequence(PickleKind kind, std::vector<int> items) {
+  bool PushTuple(const std::vector<int>& items) {
+    if (items.empty()) return PushShared(PickleKind::kTuple, false, &empty_tuple_);
+    int id;
+    if (!PushNew(PickleKind::kTuple, &id)) return false;
+    N(id).a = static_cast<uint32_t>(items.size());
+    N(id).b = static_cast<int64_t>(g_.tuple_items_.size());
+    g_.tuple_items_.insert(g_.tuple_items_.end(), items.begin(), items.end());
+    return true;
+  }
+  // A list or dict: its items vector only once something is in it.
+  bool PushContainer(PickleKind kind, std::vector<int> items) {
     int id;
     if (!PushNew(kind, &id)) return false;
-    N(id).items = std::move(items);
+    N(id).a = PickleGraph::kNoItems;
+    if (!items.empty()) {
+      N(id).a = static_cast<uint32_t>(g_.containers_.size());
+      g_.containers_.push_back(std::move(items));
+    }
     return true;
   }
+  // Items of a node, copied: the arenas may move while they are used.
+  std::vector<int> Items(int id) const {
+    const absl::Span<const int> s = g_.items(id);
+    return std::vector<int>(s.begin(), s.end());
+  }
+  size_t ItemCount(int id) const { return g_.items(id).size(); }
 
   // A little-endian two's complement integer of `b.size()` bytes (LONG1/4).
   bool PushLongBytes(absl::string_view b) {
@@ -192,28 +280,38 @@ class Machine {
   }
 
   // --- memo ---------------------------------------------------------------
+  // Python numbers memo slots 0, 1, 2, ...: those live in a vector; any other
+  // key in a map. Either way at most max_memo slots.
   bool Put(uint64_t key) {
     int id;
     if (!Top(&id)) return false;
-    if (memo_.size() >= static_cast<size_t>(limits_.max_memo) && memo_.count(key) == 0) return Fail("the memo is too large");
-    memo_[key] = id;
+    const bool fresh = !(key < dense_.size() && dense_[key] >= 0) && sparse_.count(key) == 0;
+    if (fresh && memo_count_ >= static_cast<uint64_t>(limits_.max_memo)) return Fail("the memo is too large");
+    if (fresh) ++memo_count_;
+    if (key < dense_.size() || key < 2 * memo_count_ + kMemoDenseSlack) {
+      if (key >= dense_.size()) dense_.resize(key + 1, -1);
+      dense_[key] = id;
+      sparse_.erase(key);
+    } else {
+      sparse_[key] = id;
+    }
     return true;
   }
   bool Get(uint64_t key) {
-    auto it = memo_.find(key);
-    if (it == memo_.end()) return Fail(absl::StrCat("memo key ", key, " was never stored"));
+    if (key < dense_.size() && dense_[key] >= 0) return Push(dense_[key]);
+    auto it = sparse_.find(key);
+    if (it == sparse_.end()) return Fail(absl::StrCat("memo key ", key, " was never stored"));
     return Push(it->second);
   }
 
   // --- calls (names only; see the header for the whitelist) ------------------
-  bool IsInt(int id) const { return graph_.nodes[id].kind == PickleKind::kInt; }
-  bool IntTuple(int id, std::vector<int64_t>* out) {
-    const PickleNode& n = N(id);
-    if (n.kind != PickleKind::kTuple && n.kind != PickleKind::kList) return false;
+  bool IsInt(int id) const { return K(id) == PickleKind::kInt; }
+  bool IntTuple(int id, std::vector<int64_t>* out) const {
+    if (K(id) != PickleKind::kTuple && K(id) != PickleKind::kList) return false;
     out->clear();
-    for (int e : n.items) {
+    for (int e : g_.items(id)) {
       if (!IsInt(e)) return false;
-      out->push_back(N(e).integer);
+      out->push_back(g_.integer(e));
     }
     return true;
   }
@@ -221,90 +319,92 @@ class Machine {
   bool RebuildTensor(const std::vector<int>& args) {
     const std::string usage = "torch._utils._rebuild_tensor_v2 needs (storage, offset, sizes, strides, requires_grad, hooks)";
     if (args.size() < 5 || args.size() > 7) return Fail(usage);
-    if (N(args[0]).kind != PickleKind::kStorage || !IsInt(args[1])) return Fail(usage);
+    if (K(args[0]) != PickleKind::kStorage || !IsInt(args[1])) return Fail(usage);
     std::vector<int64_t> sizes, strides;
     if (!IntTuple(args[2], &sizes) || !IntTuple(args[3], &strides)) return Fail(usage);
-    if (N(args[4]).kind != PickleKind::kBool && !IsInt(args[4])) return Fail(usage);
+    if (K(args[4]) != PickleKind::kBool && !IsInt(args[4])) return Fail(usage);
+    PickleGraph::Tensor t;
+    t.storage = args[0];
+    t.storage_offset = g_.integer(args[1]);
+    t.sizes = static_cast<uint32_t>(sizes.size());
+    t.strides = static_cast<uint32_t>(strides.size());
+    t.dims = g_.dims_.size();
+    t.requires_grad = g_.boolean(args[4]) || g_.integer(args[4]) != 0;
     int id;
     if (!New(PickleKind::kTensor, &id)) return false;
-    PickleNode& t = N(id);
-    t.storage = args[0];
-    t.storage_offset = N(args[1]).integer;
-    t.sizes = std::move(sizes);
-    t.strides = std::move(strides);
-    t.requires_grad = N(args[4]).boolean || N(args[4]).integer != 0;
-    t.dtype = N(args[0]).dtype;
+    N(id).a = static_cast<uint32_t>(g_.tensors_.size());
+    g_.tensors_.push_back(t);
+    g_.dims_.insert(g_.dims_.end(), sizes.begin(), sizes.end());
+    g_.dims_.insert(g_.dims_.end(), strides.begin(), strides.end());
     return Push(id);
   }
 
   bool Call(int callable, int args_id) {
-    const PickleNode& f = N(callable);
-    if (f.kind != PickleKind::kGlobal) return PushObject(absl::StrCat("<call of a ", PickleKindName(f.kind), ">"));
-    const std::string name = f.text;
+    if (K(callable) != PickleKind::kGlobal) return PushObject(absl::StrCat("<call of a ", PickleKindName(K(callable)), ">"));
+    const std::string name = Text(callable);
     static const char* const kUnderstood[] = {"torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter",
                                               "torch._utils._rebuild_parameter_with_state", "collections.OrderedDict",
                                               "copyreg._reconstructor"};
     bool understood = false;
     for (const char* u : kUnderstood) understood = understood || name == u;
     if (!understood) return PushObjectWith(name, args_id);  // only ever named
-    if (N(args_id).kind != PickleKind::kTuple) return Fail(absl::StrCat("the arguments to ", name, " are not a tuple"));
-    const std::vector<int> args = N(args_id).items;
+    if (K(args_id) != PickleKind::kTuple) return Fail(absl::StrCat("the arguments to ", name, " are not a tuple"));
+    const std::vector<int> args = Items(args_id);
     if (name == "torch._utils._rebuild_tensor_v2") return RebuildTensor(args);
     if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
-      if (args.empty() || N(args[0]).kind != PickleKind::kTensor) return Fail(name + " needs a tensor");
+      if (args.empty() || K(args[0]) != PickleKind::kTensor) return Fail(name + " needs a tensor");
       return Push(args[0]);
     }
     if (name == "collections.OrderedDict") {
       std::vector<int> items;
       if (args.size() == 1) {
-        const PickleNode& pairs = N(args[0]);
-        if (pairs.kind != PickleKind::kList && pairs.kind != PickleKind::kTuple) return Fail(name + " needs pairs");
-        for (int p : pairs.items) {
-          if (N(p).kind != PickleKind::kTuple || N(p).items.size() != 2) return Fail(name + " needs pairs");
-          items.push_back(N(p).items[0]);
-          items.push_back(N(p).items[1]);
+        const PickleKind pairs = K(args[0]);
+        if (pairs != PickleKind::kList && pairs != PickleKind::kTuple) return Fail(name + " needs pairs");
+        for (int p : g_.items(args[0])) {
+          if (K(p) != PickleKind::kTuple || ItemCount(p) != 2) return Fail(name + " needs pairs");
+          items.push_back(g_.items(p)[0]);
+          items.push_back(g_.items(p)[1]);
         }
       } else if (!args.empty()) {
         return Fail(name + " takes at most one argument");
       }
-      return PushSequence(PickleKind::kDict, std::move(items));
+      return PushContainer(PickleKind::kDict, std::move(items));
     }
-    if (name == "copyreg._reconstructor" && !args.empty() && N(args[0]).kind == PickleKind::kGlobal) {
-      return PushObject(N(args[0]).text);
+    if (name == "copyreg._reconstructor" && !args.empty() && K(args[0]) == PickleKind::kGlobal) {
+      return PushObject(Text(args[0]));
     }
     return PushObject(name);
   }
 
   bool NewObject(int cls, int args) {
-    if (N(cls).kind != PickleKind::kGlobal) return PushObject(absl::StrCat("<instance of a ", PickleKindName(N(cls).kind), ">"));
-    if (N(cls).text == "collections.OrderedDict") return PushSequence(PickleKind::kDict, {});
-    return PushObjectWith(N(cls).text, args);
+    if (K(cls) != PickleKind::kGlobal) return PushObject(absl::StrCat("<instance of a ", PickleKindName(K(cls)), ">"));
+    if (g_.text(cls) == "collections.OrderedDict") return PushContainer(PickleKind::kDict, {});
+    return PushObjectWith(Text(cls), args);
   }
 
   bool PersistentId(int pid) {
-    const PickleNode& p = N(pid);
     const std::string usage = "a persistent id must be ('storage', torch.<T>Storage, key, location, numel)";
-    if (p.kind != PickleKind::kTuple || p.items.size() != 5) return Fail(usage);
-    const PickleNode& tag = N(p.items[0]);
-    const PickleNode& cls = N(p.items[1]);
-    const PickleNode& key = N(p.items[2]);
-    const PickleNode& location = N(p.items[3]);
-    if (tag.kind != PickleKind::kString || tag.text != "storage" || cls.kind != PickleKind::kGlobal ||
-        key.kind != PickleKind::kString || location.kind != PickleKind::kString || !IsInt(p.items[4])) {
+    if (K(pid) != PickleKind::kTuple || ItemCount(pid) != 5) return Fail(usage);
+    const std::vector<int> p = Items(pid);
+    if (K(p[0]) != PickleKind::kString || g_.text(p[0]) != "storage" || K(p[1]) != PickleKind::kGlobal ||
+        K(p[2]) != PickleKind::kString || K(p[3]) != PickleKind::kString || !IsInt(p[4])) {
       return Fail(usage);
     }
     c10::ScalarType dtype;
-    if (!StorageClassDtype(cls.text, &dtype)) return Fail("storage class " + cls.text + " is not supported");
-    const int64_t numel = N(p.items[4]).integer;
+    if (!StorageClassDtype(g_.text(p[1]), &dtype)) return Fail("storage class " + Text(p[1]) + " is not supported");
+    const int64_t numel = g_.integer(p[4]);
     if (numel < 0) return Fail("a storage has a negative size");
-    std::string key_text = key.text, location_text = location.text;  // New() may move the records
+    PickleGraph::Storage s;  // its texts are those of the key and location strings
+    s.key = static_cast<uint64_t>(N(p[2]).b);
+    s.key_len = N(p[2]).a;
+    s.location = static_cast<uint64_t>(N(p[3]).b);
+    s.location_len = N(p[3]).a;
+    s.numel = numel;
+    s.dtype = dtype;
     int id;
     if (!New(PickleKind::kStorage, &id)) return false;
-    PickleNode& s = N(id);
-    s.text = std::move(key_text);
-    s.dtype = dtype;
-    s.location = std::move(location_text);
-    s.numel = numel;
+    N(id).a = static_cast<uint32_t>(g_.storages_.size());
+    g_.storages_.push_back(s);
     return Push(id);
   }
 
@@ -336,19 +436,15 @@ class Machine {
       case kDup:
         return Top(&a) && Push(a);
       case kNone:
-        return PushNew(PickleKind::kNone);
+        return PushShared(PickleKind::kNone, false, &none_);
       case kNewTrue:
+        return PushShared(PickleKind::kBool, true, &true_);
       case kNewFalse:
-        if (!PushNew(PickleKind::kBool, &a)) return false;
-        N(a).boolean = op == kNewTrue;
-        return true;
+        return PushShared(PickleKind::kBool, false, &false_);
       case kInt:
         if (!TakeLine(&b)) return false;
-        if (b == "00" || b == "01") {
-          if (!PushNew(PickleKind::kBool, &a)) return false;
-          N(a).boolean = b == "01";
-          return true;
-        }
+        if (b == "00" || b == "01") return b == "01" ? PushShared(PickleKind::kBool, true, &true_)
+                                                     : PushShared(PickleKind::kBool, false, &false_);
         return PushDecimal(b);
       case kLong:
         return TakeLine(&b) && PushDecimal(b);
@@ -369,9 +465,7 @@ class Machine {
         if (!TakeLine(&b)) return false;
         double v;
         if (!absl::SimpleAtod(b, &v)) return Fail("a malformed float");
-        if (!PushNew(PickleKind::kFloat, &a)) return false;
-        N(a).real = v;
-        return true;
+        return PushFloat(v);
       }
       case kBinFloat: {
         if (!Take(8, &b)) return false;
@@ -379,49 +473,47 @@ class Machine {
         for (int i = 0; i < 8; ++i) bits = (bits << 8) | static_cast<uint8_t>(b[i]);  // big-endian
         double v;
         std::memcpy(&v, &bits, sizeof v);
-        if (!PushNew(PickleKind::kFloat, &a)) return false;
-        N(a).real = v;
-        return true;
+        return PushFloat(v);
       }
       case kString:
         if (!TakeLine(&b)) return false;
         if (b.size() >= 2 && (b.front() == '\'' || b.front() == '"') && b.back() == b.front()) b = b.substr(1, b.size() - 2);
-        return PushText(PickleKind::kString, std::string(b));
+        return PushText(PickleKind::kString, b);
       case kUnicode:
-        return TakeLine(&b) && PushText(PickleKind::kString, std::string(b));
+        return TakeLine(&b) && PushText(PickleKind::kString, b);
       case kBinString:
         if (!TakeUnsigned(4, &u)) return false;
         if (static_cast<int32_t>(static_cast<uint32_t>(u)) < 0) return Fail("a negative BINSTRING length");
         pos_ -= 4;
-        return TakeSized(4, &b) && PushText(PickleKind::kString, std::string(b));
+        return TakeSized(4, &b) && PushText(PickleKind::kString, b);
       case kShortBinString:
       case kShortBinUnicode:
-        return TakeSized(1, &b) && PushText(PickleKind::kString, std::string(b));
+        return TakeSized(1, &b) && PushText(PickleKind::kString, b);
       case kBinUnicode:
-        return TakeSized(4, &b) && PushText(PickleKind::kString, std::string(b));
+        return TakeSized(4, &b) && PushText(PickleKind::kString, b);
       case kBinUnicode8:
-        return TakeSized(8, &b) && PushText(PickleKind::kString, std::string(b));
+        return TakeSized(8, &b) && PushText(PickleKind::kString, b);
       case kShortBinBytes:
-        return TakeSized(1, &b) && PushText(PickleKind::kBytes, std::string(b));
+        return TakeSized(1, &b) && PushText(PickleKind::kBytes, b);
       case kBinBytes:
-        return TakeSized(4, &b) && PushText(PickleKind::kBytes, std::string(b));
+        return TakeSized(4, &b) && PushText(PickleKind::kBytes, b);
       case kBinBytes8:
       case kByteArray8:
-        return TakeSized(8, &b) && PushText(PickleKind::kBytes, std::string(b));
+        return TakeSized(8, &b) && PushText(PickleKind::kBytes, b);
       case kEmptyList:
-        return PushNew(PickleKind::kList);
+        return PushContainer(PickleKind::kList, {});
       case kEmptyTuple:
-        return PushNew(PickleKind::kTuple);
+        return PushTuple({});
       case kEmptyDict:
-        return PushNew(PickleKind::kDict);
+        return PushContainer(PickleKind::kDict, {});
       case kList:
-        return PopMark(&items) && PushSequence(PickleKind::kList, std::move(items));
+        return PopMark(&items) && PushContainer(PickleKind::kList, std::move(items));
       case kTuple:
-        return PopMark(&items) && PushSequence(PickleKind::kTuple, std::move(items));
+        return PopMark(&items) && PushTuple(items);
       case kDict:
         if (!PopMark(&items)) return false;
         if (items.size() % 2 != 0) return Fail("DICT with an odd number of items");
-        return PushSequence(PickleKind::kDict, std::move(items));
+        return PushContainer(PickleKind::kDict, std::move(items));
       case kTuple1:
       case kTuple2:
       case kTuple3: {
@@ -429,7 +521,7 @@ class Machine {
         if (stack_.size() < Floor() + n) return Fail("stack underflow");
         items.assign(stack_.end() - static_cast<std::ptrdiff_t>(n), stack_.end());
         stack_.resize(stack_.size() - n);
-        return PushSequence(PickleKind::kTuple, std::move(items));
+        return PushTuple(items);
       }
       case kAppend:
         if (!Pop(&a) || !Top(&c)) return false;
@@ -460,7 +552,7 @@ class Machine {
       case kLongBinPut:
         return TakeUnsigned(4, &u) && Put(u);
       case kMemoize:
-        return Put(memo_.size());
+        return Put(memo_count_);
       case kGet:
         if (!TakeLine(&b)) return false;
         if (!absl::SimpleAtoi(b, &u)) return Fail("a malformed GET key");
@@ -472,12 +564,12 @@ class Machine {
       case kGlobal: {
         absl::string_view module, name;
         if (!TakeLine(&module) || !TakeLine(&name)) return false;
-        return PushText(PickleKind::kGlobal, absl::StrCat(module, ".", name));
+        return PushName(PickleKind::kGlobal, absl::StrCat(module, ".", name));
       }
       case kStackGlobal:
         if (!Pop(&a) || !Pop(&c)) return false;
-        if (N(a).kind != PickleKind::kString || N(c).kind != PickleKind::kString) return Fail("STACK_GLOBAL needs two strings");
-        return PushText(PickleKind::kGlobal, absl::StrCat(N(c).text, ".", N(a).text));
+        if (K(a) != PickleKind::kString || K(c) != PickleKind::kString) return Fail("STACK_GLOBAL needs two strings");
+        return PushName(PickleKind::kGlobal, absl::StrCat(g_.text(c), ".", g_.text(a)));
       case kReduce:
         return Pop(&a) && Pop(&c) && Call(c, a);
       case kNewObj:
@@ -486,7 +578,10 @@ class Machine {
         return Pop(&d) && Pop(&a) && Pop(&c) && NewObject(c, a);
       case kBuild:  // state is never applied; recorded when asked
         if (!Pop(&a) || !Top(&c)) return false;
-        if (keep_objects_ && N(c).kind == PickleKind::kObject && N(c).items.size() == 2) N(c).items[1] = a;
+        if (keep_objects_ && K(c) == PickleKind::kObject) {
+          auto it = g_.object_parts_.find(c);
+          if (it != g_.object_parts_.end()) it->second.second = a;
+        }
         return true;
       case kInst: {
         absl::string_view module, name;
@@ -516,29 +611,98 @@ class Machine {
   // APPEND(S)/SETITEM(S)/ADDITEMS into `target`: kept for a container of the
   // expected kind, discarded for an opaque object (never built).
   bool AddItems(int target, const std::vector<int>& items, PickleKind expected) {
-    PickleNode& t = N(target);
-    if (t.kind == PickleKind::kObject) return true;
-    if (t.kind != expected) {
-      return Fail(absl::StrCat("items added to a ", PickleKindName(t.kind), " (", PickleKindName(expected), " expected)"));
+    const PickleKind kind = K(target);
+    if (kind == PickleKind::kObject) return true;
+    if (kind != expected) {
+      return Fail(absl::StrCat("items added to a ", PickleKindName(kind), " (", PickleKindName(expected), " expected)"));
     }
-    if (static_cast<int64_t>(t.items.size() + items.size()) > limits_.max_nodes) return Fail("a container is too large");
-    t.items.insert(t.items.end(), items.begin(), items.end());
+    if (items.empty()) return true;
+    if (static_cast<int64_t>(ItemCount(target) + items.size()) > limits_.max_nodes) return Fail("a container is too large");
+    Node& t = N(target);
+    if (t.a == PickleGraph::kNoItems) {
+      t.a = static_cast<uint32_t>(g_.containers_.size());
+      g_.containers_.emplace_back();
+    }
+    std::vector<int>& into = g_.containers_[t.a];
+    into.insert(into.end(), items.begin(), items.end());
     return true;
   }
 
   absl::string_view in_;
   PickleLimits limits_;
-  bool keep_objects_;
+  const uint64_t text_budget_;
+  const bool keep_objects_;
   size_t pos_ = 0;
   size_t op_pos_ = 0;
-  PickleGraph graph_;
+  PickleGraph g_;
   std::vector<int> stack_;
   std::vector<size_t> marks_;
-  std::unordered_map<uint64_t, int> memo_;
+  std::vector<int> dense_;                      // memo slots 0..n (-1: empty)
+  std::unordered_map<uint64_t, int> sparse_;    // other memo keys
+  uint64_t memo_count_ = 0;
+  std::unordered_map<std::string, uint64_t> names_;  // global/class name -> text offset
+  int none_ = -1, true_ = -1, false_ = -1, empty_tuple_ = -1;
+  std::vector<int> small_ints_;  // node of each int in [0, kSharedInts), -1 until used
   absl::Status status_;
 };
 
-}  // namespace
+bool PickleGraph::boolean(int id) const { return kind(id) == PickleKind::kBool && nodes_[static_cast<size_t>(id)].flag; }
+
+int64_t PickleGraph::integer(int id) const { return kind(id) == PickleKind::kInt ? nodes_[static_cast<size_t>(id)].b : 0; }
+
+double PickleGraph::real(int id) const {
+  double v = 0;
+  if (kind(id) == PickleKind::kFloat) std::memcpy(&v, &nodes_[static_cast<size_t>(id)].b, sizeof v);
+  return v;
+}
+
+absl::string_view PickleGraph::text(int id) const {
+  const Node& n = nodes_[static_cast<size_t>(id)];
+  switch (n.kind) {
+    case PickleKind::kString:
+    case PickleKind::kBytes:
+    case PickleKind::kGlobal:
+    case PickleKind::kObject:
+      return absl::string_view(text_).substr(static_cast<size_t>(n.b), n.a);
+    case PickleKind::kStorage:
+      return storage(id).key;
+    default:
+      return {};
+  }
+}
+
+absl::Span<const int> PickleGraph::items(int id) const {
+  const Node& n = nodes_[static_cast<size_t>(id)];
+  if (n.kind == PickleKind::kTuple) return absl::Span<const int>(tuple_items_).subspan(static_cast<size_t>(n.b), n.a);
+  if ((n.kind == PickleKind::kList || n.kind == PickleKind::kDict) && n.a != kNoItems) return containers_[n.a];
+  return {};
+}
+
+PickleStorage PickleGraph::storage(int id) const {
+  if (kind(id) != PickleKind::kStorage) return {};
+  const Storage& s = storages_[nodes_[static_cast<size_t>(id)].a];
+  const absl::string_view text(text_);
+  return {text.substr(s.key, s.key_len), text.substr(s.location, s.location_len), s.dtype, s.numel};
+}
+
+PickleTensor PickleGraph::tensor(int id) const {
+  if (kind(id) != PickleKind::kTensor) return {};
+  const Tensor& t = tensors_[nodes_[static_cast<size_t>(id)].a];
+  const absl::Span<const int64_t> dims(dims_);
+  return {t.storage, t.storage_offset, dims.subspan(t.dims, t.sizes), dims.subspan(t.dims + t.sizes, t.strides),
+          t.requires_grad};
+}
+
+int64_t PickleGraph::MemoryBytes() const {
+  int64_t bytes = static_cast<int64_t>(nodes_.capacity() * sizeof(Node) + text_.capacity() +
+                                       tuple_items_.capacity() * sizeof(int) +
+                                       containers_.capacity() * sizeof(std::vector<int>) +
+                                       storages_.capacity() * sizeof(Storage) + tensors_.capacity() * sizeof(Tensor) +
+                                       dims_.capacity() * sizeof(int64_t));
+  for (const std::vector<int>& c : containers_) bytes += static_cast<int64_t>(c.capacity() * sizeof(int));
+  bytes += static_cast<int64_t>(object_parts_.size() * (sizeof(int) * 3 + 2 * sizeof(void*)));  // a map node each
+  return bytes;
+}
 
 const char* PickleKindName(PickleKind kind) {
   switch (kind) {
@@ -569,8 +733,18 @@ bool StorageClassDtype(absl::string_view qualified_name, c10::ScalarType* dtype)
   return false;
 }
 
+int PickleGraph::object_arguments(int id) const {
+  auto it = object_parts_.find(id);
+  return it == object_parts_.end() ? -1 : it->second.first;
+}
+
+int PickleGraph::object_state(int id) const {
+  auto it = object_parts_.find(id);
+  return it == object_parts_.end() ? -1 : it->second.second;
+}
+
 absl::StatusOr<PickleGraph> ReadPickle(absl::string_view bytes, const PickleLimits& limits, ObjectState objects) {
-  return Machine(bytes, limits, objects).Run();
+  return PickleBuilder(bytes, limits, objects).Run();
 }
 
 }  // namespace shardlight::sharded::checkpoint::pytorch

@@ -2,8 +2,9 @@
 // SelectEntries, which walks the pickle's records without building any.
 #include "sharded/checkpoint/interop/pytorch/torch_file.h"
 
-#include <caffe2/serialize/inline_container.h>
+#include <c10/core/CPUAllocator.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <set>
 
@@ -18,7 +19,13 @@ namespace {
 
 constexpr int kMaxDepth = 64;                // nesting inside a selected entry
 constexpr int64_t kMaxVisits = int64_t{1} << 24;  // records visited (shared records count per path)
+constexpr int64_t kVisitSlack = 1 << 16;          // ... and at most twice the graph's edges plus this
 constexpr int64_t kMaxDims = 64;
+constexpr size_t kMaxKeyBytes = 1024;            // ValidateKey's limit: a longer path is refused while walking
+constexpr size_t kMaxListed = 32;                // not_stored / skipped lines kept; the rest are counted
+// A record other than a storage (data.pkl, byteorder) may declare at most
+// max(the file's size, this): a compressed pickle cannot ask for more.
+constexpr uint64_t kMaxSmallRecord = uint64_t{64} << 20;
 
 std::string ExceptionText(const std::exception& e) {
   if (const auto* c10e = dynamic_cast<const c10::Error*>(&e)) return c10e->what_without_backtrace();
@@ -27,18 +34,34 @@ std::string ExceptionText(const std::exception& e) {
 
 std::string Join(const std::string& path, const std::string& part) { return path.empty() ? part : path + "." + part; }
 
+// Each record of a tree is visited once; shared records once per path. A
+// graph that shares records to multiply its paths (a list of itself, twice,
+// nested) would otherwise make a tiny pickle select millions of keys.
+int64_t VisitLimit(const PickleGraph& g) {
+  int64_t edges = 0;
+  for (int id = 0; id < g.size(); ++id) edges += static_cast<int64_t>(g.items(id).size());
+  return std::min(kMaxVisits, 2 * (edges + g.size()) + kVisitSlack);
+}
+
 class Walker {
  public:
-  Walker(const PickleGraph& g, Selection* out) : g_(g), out_(out) {}
+  Walker(const PickleGraph& g, Selection* out) : g_(g), out_(out), max_visits_(VisitLimit(g)) {}
 
   // A selected entry: tensors collected, allowed scalars noted, others refused.
   absl::Status Flatten(int id, const std::string& path, int depth) {
-    if (++visits_ > kMaxVisits) return absl::InvalidArgumentError("the pickle's structure is too large to import");
+    if (++visits_ > max_visits_) {
+      return absl::InvalidArgumentError(absl::StrCat("the pickle's structure is too large to import (more than ",
+                                                     max_visits_, " paths through its ", g_.size(), " records)"));
+    }
     if (depth > kMaxDepth) {
       return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path), ": nested deeper than ", kMaxDepth, " levels"));
     }
-    const PickleNode& n = g_.node(id);
-    switch (n.kind) {
+    if (path.size() > kMaxKeyBytes) {
+      return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path.substr(0, 64)), "...: a key longer than ",
+                                                     kMaxKeyBytes, " bytes"));
+    }
+    const PickleKind kind = g_.kind(id);
+    switch (kind) {
       case PickleKind::kTensor:
         out_->tensors.push_back({path, id});
         return absl::OkStatus();
@@ -47,35 +70,41 @@ class Walker {
       case PickleKind::kInt:
       case PickleKind::kFloat:
       case PickleKind::kString:
-        out_->not_stored.push_back(absl::StrCat(path, ": ", PickleKindName(n.kind)));
+        if (++out_->not_stored_count <= static_cast<int64_t>(kMaxListed)) {
+          out_->not_stored.push_back(absl::StrCat(path, ": ", PickleKindName(kind)));
+        }
         return absl::OkStatus();
       case PickleKind::kList:
-      case PickleKind::kTuple:
-        for (size_t i = 0; i < n.items.size(); ++i) {
-          SL_RETURN_IF_ERROR(Flatten(n.items[i], Join(path, std::to_string(i)), depth + 1));
+      case PickleKind::kTuple: {
+        const absl::Span<const int> items = g_.items(id);
+        for (size_t i = 0; i < items.size(); ++i) {
+          SL_RETURN_IF_ERROR(Flatten(items[i], Join(path, std::to_string(i)), depth + 1));
         }
         return absl::OkStatus();
-      case PickleKind::kDict:
-        for (size_t i = 0; i + 1 < n.items.size(); i += 2) {
-          const PickleNode& k = g_.node(n.items[i]);
+      }
+      case PickleKind::kDict: {
+        const absl::Span<const int> items = g_.items(id);
+        for (size_t i = 0; i + 1 < items.size(); i += 2) {
+          const int k = items[i];
           std::string part;
-          if (k.kind == PickleKind::kString) {
-            part = k.text;
-          } else if (k.kind == PickleKind::kInt) {
-            part = std::to_string(k.integer);
+          if (g_.kind(k) == PickleKind::kString) {
+            part = std::string(g_.text(k).substr(0, kMaxKeyBytes + 1));
+          } else if (g_.kind(k) == PickleKind::kInt) {
+            part = std::to_string(g_.integer(k));
           } else {
             return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path), ": a dict key of type ",
-                                                           PickleKindName(k.kind), " (only str and int keys are imported)"));
+                                                           PickleKindName(g_.kind(k)), " (only str and int keys are imported)"));
           }
-          SL_RETURN_IF_ERROR(Flatten(n.items[i + 1], Join(path, part), depth + 1));
+          SL_RETURN_IF_ERROR(Flatten(items[i + 1], Join(path, part), depth + 1));
         }
         return absl::OkStatus();
+      }
       case PickleKind::kObject:
-        return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path), ": refusing an instance of ", Quote(n.text),
+        return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path), ": refusing an instance of ", Quote(std::string(g_.text(id))),
                                                        " (only tensors, dicts, lists, tuples, numbers, strings and None "
                                                        "are imported)"));
       default:
-        return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path), ": refusing a ", PickleKindName(n.kind),
+        return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path), ": refusing a ", PickleKindName(kind),
                                                        " value (only tensors, dicts, lists, tuples, numbers, strings and "
                                                        "None are imported)"));
     }
@@ -83,15 +112,15 @@ class Walker {
 
   // An entry that is not imported: the names of the classes it holds.
   void Classes(int id, int depth, std::set<std::string>* names) {
-    if (++visits_ > kMaxVisits || depth > kMaxDepth) return;
-    const PickleNode& n = g_.node(id);
-    if (n.kind == PickleKind::kObject) names->insert(n.text);
-    for (int child : n.items) Classes(child, depth + 1, names);
+    if (++visits_ > max_visits_ || depth > kMaxDepth) return;
+    if (g_.kind(id) == PickleKind::kObject && names->size() < kMaxListed) names->insert(std::string(g_.text(id)));
+    for (int child : g_.items(id)) Classes(child, depth + 1, names);
   }
 
  private:
   const PickleGraph& g_;
   Selection* out_;
+  const int64_t max_visits_;
   int64_t visits_ = 0;
 };
 
@@ -99,25 +128,24 @@ class Walker {
 
 absl::StatusOr<Selection> SelectEntries(const PickleGraph& graph, const SelectOptions& options) {
   Selection out;
-  if (graph.root < 0 || graph.root >= static_cast<int>(graph.nodes.size())) {
-    return absl::InvalidArgumentError("the pickle has no root object");
-  }
-  const PickleNode& root = graph.node(graph.root);
-  if (root.kind != PickleKind::kDict) {
-    return absl::InvalidArgumentError(absl::StrCat("the file holds a ", PickleKindName(root.kind),
-                                                   root.kind == PickleKind::kObject ? " " + Quote(root.text) : "",
+  if (graph.root() < 0 || graph.root() >= graph.size()) return absl::InvalidArgumentError("the pickle has no root object");
+  const int root = graph.root();
+  const PickleKind root_kind = graph.kind(root);
+  if (root_kind != PickleKind::kDict) {
+    return absl::InvalidArgumentError(absl::StrCat("the file holds a ", PickleKindName(root_kind),
+                                                   root_kind == PickleKind::kObject ? " " + Quote(std::string(graph.text(root))) : "",
                                                    ", not a dict of tensors"));
   }
-  std::map<std::string, int> top;  // str keys of the root dict
-  for (size_t i = 0; i + 1 < root.items.size(); i += 2) {
-    const PickleNode& k = graph.node(root.items[i]);
-    if (k.kind == PickleKind::kString) top.emplace(k.text, root.items[i + 1]);
+  const absl::Span<const int> root_items = graph.items(root);
+  std::map<absl::string_view, int> top;  // str keys of the root dict
+  for (size_t i = 0; i + 1 < root_items.size(); i += 2) {
+    if (graph.kind(root_items[i]) == PickleKind::kString) top.emplace(graph.text(root_items[i]), root_items[i + 1]);
   }
   out.lightning = top.count("state_dict") != 0 &&
                   (top.count("global_step") != 0 || top.count("epoch") != 0 || top.count("pytorch-lightning_version") != 0);
   Walker walker(graph, &out);
   if (!out.lightning) {
-    absl::Status s = walker.Flatten(graph.root, "", 0);
+    absl::Status s = walker.Flatten(root, "", 0);
     if (!s.ok()) return s;
     return out;
   }
@@ -131,74 +159,72 @@ absl::StatusOr<Selection> SelectEntries(const PickleGraph& graph, const SelectOp
   }
   if (options.global_step) {
     auto it = top.find("global_step");
-    if (it == top.end() || graph.node(it->second).kind != PickleKind::kInt) {
+    if (it == top.end() || graph.kind(it->second) != PickleKind::kInt) {
       return absl::InvalidArgumentError("the checkpoint has no integer global_step");
     }
     selected.insert("global_step");
-    out.global_step = graph.node(it->second).integer;
+    out.global_step = graph.integer(it->second);
   }
-  for (size_t i = 0; i + 1 < root.items.size(); i += 2) {
-    const PickleNode& k = graph.node(root.items[i]);
-    const std::string name = k.kind == PickleKind::kString ? k.text : absl::StrCat("<", PickleKindName(k.kind), " key>");
+  for (size_t i = 0; i + 1 < root_items.size(); i += 2) {
+    const int k = root_items[i];
+    const std::string name = graph.kind(k) == PickleKind::kString ? std::string(graph.text(k).substr(0, kMaxKeyBytes))
+                                                                   : absl::StrCat("<", PickleKindName(graph.kind(k)), " key>");
     if (selected.count(name) != 0) continue;
+    if (++out.skipped_count > static_cast<int64_t>(kMaxListed)) continue;
     std::set<std::string> classes;
-    walker.Classes(root.items[i + 1], 0, &classes);
-    const PickleNode& v = graph.node(root.items[i + 1]);
-    out.skipped.push_back(absl::StrCat(name, ": ", classes.empty() ? PickleKindName(v.kind) : absl::StrJoin(classes, ", ")));
+    walker.Classes(root_items[i + 1], 0, &classes);
+    out.skipped.push_back(absl::StrCat(name, ": ", classes.empty() ? PickleKindName(graph.kind(root_items[i + 1]))
+                                                                   : absl::StrJoin(classes, ", ")));
   }
   return out;
 }
 
 TorchFile::~TorchFile() = default;
 
-absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(const std::string& path) {
+absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(const std::string& path) { return Open(PosixStorage(), path); }
+
+absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(Storage& storage, const std::string& path, bool check_crc) {
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("'", path, "': ", what));
   };
   std::unique_ptr<TorchFile> f(new TorchFile());
   f->path_ = path;
-  {
-    auto file = File::OpenForRead(path);
-    if (!file.ok()) return file.status();
-    SL_ASSIGN_OR_RETURN(auto size, file->Size());
-    char magic[4] = {0, 0, 0, 0};
-    if (size >= 4 && !file->ReadAt(magic, 4, 0).ok()) return bad("unreadable");
-    if (size >= 2 && static_cast<uint8_t>(magic[0]) == 0x80 && static_cast<uint8_t>(magic[1]) <= 5) {
-      return bad("a legacy (pre-1.6, non-zip) torch.save file; re-save it with torch.save(obj, path) in PyTorch >= 1.6");
-    }
-    if (size < 22 || std::string(magic, 4) != std::string("PK\x03\x04", 4)) {
-      return bad(absl::StrCat("not a torch.save zip file (", size < 22 ? "too short to be a zip" : "no zip signature",
-                              ")"));
-    }
+  SL_ASSIGN_OR_RETURN(File file, File::OpenForRead(storage, path));
+  SL_ASSIGN_OR_RETURN(const int64_t size, file.Size());
+  char magic[4] = {0, 0, 0, 0};
+  if (size >= 4 && !file.ReadAt(magic, 4, 0).ok()) return bad("unreadable");
+  if (size >= 2 && static_cast<uint8_t>(magic[0]) == 0x80 && static_cast<uint8_t>(magic[1]) <= 5) {
+    return bad("a legacy (pre-1.6, non-zip) torch.save file; re-save it with torch.save(obj, path) in PyTorch >= 1.6");
   }
-  std::string pickle;
-  try {
-    f->zip_ = std::make_unique<caffe2::serialize::PyTorchStreamReader>(path);
-    if (!f->zip_->hasRecord("data.pkl")) return bad("no data.pkl record: not a file written by torch.save");
-    if (f->zip_->hasRecord("byteorder")) {
-      auto [data, n] = f->zip_->getRecord("byteorder");
-      const std::string order(static_cast<const char*>(data.get()), n);
-      if (order != "little") return bad("byte order '" + Quote(order) + "' is not supported (only little-endian)");
-    }
-    auto [data, n] = f->zip_->getRecord("data.pkl");
-    pickle.assign(static_cast<const char*>(data.get()), n);
-  } catch (const std::exception& e) {
-    return bad("a truncated or corrupt zip container: " + ExceptionText(e));
+  if (size < 22 || std::string(magic, 4) != std::string("PK\x03\x04", 4)) {
+    return bad(absl::StrCat("not a torch.save zip file (", size < 22 ? "too short to be a zip" : "no zip signature", ")"));
   }
-  auto graph = ReadPickle(pickle);
+  auto zip = ZipReader::Open(std::move(file), path, check_crc);
+  if (!zip.ok()) return absl::InvalidArgumentError(absl::StrCat("a truncated or corrupt zip container: ", zip.status().message()));
+  f->zip_ = std::make_unique<ZipReader>(std::move(*zip));
+  const uint64_t max_small = std::max(static_cast<uint64_t>(size), kMaxSmallRecord);
+  auto order = f->zip_->ReadSmall("byteorder", 64);
+  if (order.ok() && *order != "little") return bad("byte order '" + Quote(*order) + "' is not supported (only little-endian)");
+  if (!order.ok() && !absl::IsNotFound(order.status())) return order.status();
+  auto pickle = f->zip_->ReadSmall("data.pkl", max_small);
+  if (absl::IsNotFound(pickle.status())) return bad("no data.pkl record: not a file written by torch.save");
+  if (!pickle.ok()) return pickle.status();
+  auto graph = ReadPickle(*pickle);
   if (!graph.ok()) return bad("data.pkl: " + std::string(graph.status().message()));
   f->graph_ = std::move(*graph);
   return f;
 }
 
 absl::StatusOr<at::Tensor> TorchFile::Tensor(int node, const std::string& key) {
-  const PickleNode& t = graph_.node(node);
-  const PickleNode& s = graph_.node(t.storage);
   auto bad = [&](const std::string& what) {
     return absl::InvalidArgumentError(absl::StrCat("'", path_, "': key ", Quote(key), ": ", what));
   };
+  if (graph_.kind(node) != PickleKind::kTensor) return bad("not a tensor");
+  const PickleTensor t = graph_.tensor(node);
+  const PickleStorage s = graph_.storage(t.storage);
+  const std::string storage_key(s.key);
   const int64_t elem = static_cast<int64_t>(c10::elementSize(s.dtype));
-  const std::string record = "data/" + s.text;
+  const std::string record = "data/" + storage_key;
   // The tensor must lie inside its storage: checked arithmetic throughout.
   if (t.sizes.size() != t.strides.size() || static_cast<int64_t>(t.sizes.size()) > kMaxDims) {
     return bad(absl::StrCat(t.sizes.size(), " sizes and ", t.strides.size(), " strides"));
@@ -219,31 +245,42 @@ absl::StatusOr<at::Tensor> TorchFile::Tensor(int node, const std::string& key) {
   }
   if (!empty && last >= s.numel) {
     return bad(absl::StrCat("sizes ", absl::StrJoin(t.sizes, "x"), " with strides (", absl::StrJoin(t.strides, ", "),
-                            ") at offset ", t.storage_offset, " overrun storage ", Quote(s.text), " of ", s.numel,
+                            ") at offset ", t.storage_offset, " overrun storage ", Quote(storage_key), " of ", s.numel,
                             " elements"));
   }
-  auto it = storages_.find(s.text);
+  int64_t want;
+  if (__builtin_mul_overflow(s.numel, elem, &want)) return bad("its storage size overflows");
+  auto it = storages_.find(storage_key);
   if (it == storages_.end()) {
-    int64_t want;
-    if (__builtin_mul_overflow(s.numel, elem, &want)) return bad("its storage size overflows");
-    try {
-      if (!zip_->hasRecord(record)) return bad(absl::StrCat("storage record ", Quote(record), " is missing from the file"));
-      auto [data, n] = zip_->getRecord(record);
-      if (static_cast<int64_t>(n) != want) {
-        return bad(absl::StrCat("storage record ", Quote(record), " holds ", n, " bytes but the pickle declares ",
-                                s.numel, " elements of ", elem, " bytes"));
-      }
-      at::Storage storage(at::Storage::use_byte_size_t(), want, std::move(data), nullptr, false);
-      it = storages_.emplace(s.text, std::move(storage)).first;
-    } catch (const std::exception& e) {
-      return bad(absl::StrCat("storage record ", Quote(record), " is unreadable (corrupt zip?): ", ExceptionText(e)));
+    // The directory's size is checked against the pickle's before a byte is
+    // allocated or inflated; the read then fills exactly that much.
+    const ZipRecord* r = zip_->Find(record);
+    if (r == nullptr) {
+      return bad(absl::StrCat("storage record ", Quote(zip_->top_folder() + record), " is missing from the file"));
     }
-  } else if (static_cast<int64_t>(it->second.nbytes()) != s.numel * elem) {
-    return bad(absl::StrCat("storage ", Quote(s.text), " is declared with two different sizes or dtypes"));
+    if (r->size != static_cast<uint64_t>(want)) {
+      return bad(absl::StrCat("storage record ", Quote(r->name), " declares ", r->size, " bytes",
+                              r->method != 0 ? " (deflated)" : "", " in the zip directory but the pickle declares ",
+                              s.numel, " elements of ", elem, " bytes"));
+    }
+    c10::DataPtr data;
+    try {
+      data = c10::GetDefaultCPUAllocator()->allocate(static_cast<size_t>(want));
+    } catch (const std::exception& e) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("'", path_, "': key ", Quote(key), ": cannot allocate ", want, " bytes: ", ExceptionText(e)));
+    }
+    absl::Status read = zip_->ReadInto(*r, data.get(), static_cast<uint64_t>(want));
+    if (!read.ok()) return absl::Status(read.code(), absl::StrCat(read.message(), " (key ", Quote(key), ")"));
+    at::Storage storage(at::Storage::use_byte_size_t(), want, std::move(data), nullptr, false);
+    it = storages_.emplace(storage_key, std::move(storage)).first;
+  } else if (static_cast<int64_t>(it->second.nbytes()) != want) {
+    return bad(absl::StrCat("storage ", Quote(storage_key), " is declared with two different sizes or dtypes"));
   }
   try {
     at::Tensor out = at::empty({0}, at::TensorOptions().dtype(s.dtype));
-    out.set_(it->second, t.storage_offset, t.sizes, t.strides);
+    out.set_(it->second, t.storage_offset, at::IntArrayRef(t.sizes.data(), t.sizes.size()),
+             at::IntArrayRef(t.strides.data(), t.strides.size()));
     return out;
   } catch (const std::exception& e) {
     return bad(ExceptionText(e));

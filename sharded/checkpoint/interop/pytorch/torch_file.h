@@ -1,9 +1,13 @@
 // A file written by Python's torch.save (zip container, PyTorch 1.6+), opened
-// for reading without Python: the zip is read with LibTorch's
-// caffe2::serialize::PyTorchStreamReader, data.pkl with our restricted
-// ReadPickle (never LibTorch's unpickler, which executes what it is given),
-// and tensors are rebuilt from their storage records only after their sizes,
-// strides and offset are checked against the record.
+// for reading without Python: the zip with our ZipReader (every declared size
+// checked before anything is allocated or inflated), data.pkl with our
+// restricted ReadPickle (never LibTorch's unpickler, which executes what it is
+// given), and tensors are rebuilt from their storage records only after their
+// sizes, strides and offset are checked against the storage, and the
+// storage's size against the record's.
+//
+// Memory: the pickle's graph (see pickle_reader.h) plus the storages read so
+// far; a record is read straight into its storage.
 //
 // SelectEntries decides what a file's pickle holds for an import:
 // - a PyTorch Lightning checkpoint (a dict with "state_dict" and one of
@@ -16,7 +20,8 @@
 // dotted keys ("layers.0.weight"); tensors are imported; None, bool, int,
 // float and str are allowed but not stored (a checkpoint holds tensors);
 // anything else (a class instance, bytes, a set) is InvalidArgument naming
-// its type and key path.
+// its type and key path. A key path longer than 1024 bytes, or a graph that
+// shares records to multiply its paths beyond twice its edges, is refused.
 #ifndef SHARDLIGHT_SHARDED_CHECKPOINT_INTEROP_PYTORCH_TORCH_FILE_H_
 #define SHARDLIGHT_SHARDED_CHECKPOINT_INTEROP_PYTORCH_TORCH_FILE_H_
 
@@ -31,10 +36,7 @@
 
 #include "absl/status/statusor.h"
 #include "sharded/checkpoint/interop/pytorch/pickle_reader.h"
-
-namespace caffe2::serialize {
-class PyTorchStreamReader;
-}
+#include "sharded/checkpoint/interop/pytorch/zip_reader.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
 
@@ -53,9 +55,13 @@ struct Selection {
   std::vector<SelectedTensor> tensors;  // in pickle order
   std::optional<int64_t> global_step;
   // "hyper_parameters: pytorch_lightning.utilities.parsing.AttributeDict"
+  // (the first 32 entries, at most 32 classes each; skipped_count counts all)
   std::vector<std::string> skipped;
-  // "epoch_stats.count: int" -- allowed non-tensor values, not stored.
+  int64_t skipped_count = 0;
+  // "epoch_stats.count: int" -- allowed non-tensor values, not stored (the
+  // first 32; not_stored_count counts all).
   std::vector<std::string> not_stored;
+  int64_t not_stored_count = 0;
 };
 
 // Pure function of the graph: also what fuzzing and unit tests drive.
@@ -67,6 +73,10 @@ class TorchFile {
   // for a truncated or corrupt zip, a legacy (pre-1.6) torch.save file, a
   // big-endian file or a bad pickle, each naming the file.
   static absl::StatusOr<std::unique_ptr<TorchFile>> Open(const std::string& path);
+  // The same on any Storage (a DCP item, a fuzz input in memory);
+  // check_crc = false only for fuzzing (see ZipReader::Open).
+  static absl::StatusOr<std::unique_ptr<TorchFile>> Open(Storage& storage, const std::string& path,
+                                                         bool check_crc = true);
   ~TorchFile();
 
   const PickleGraph& graph() const { return graph_; }
@@ -74,14 +84,16 @@ class TorchFile {
 
   // The tensor of kTensor node `node`, sharing its storage record's memory
   // (read once per storage). `key` names it in errors. InvalidArgument for a
-  // missing storage record, a record whose size disagrees with its storage,
-  // or sizes/strides/offset that overrun the storage.
+  // missing storage record, a record whose declared size disagrees with its
+  // storage (checked before anything is allocated), a record that inflates
+  // to another size or fails its CRC, or sizes/strides/offset that overrun
+  // the storage; ResourceExhausted when the storage cannot be allocated.
   absl::StatusOr<at::Tensor> Tensor(int node, const std::string& key);
 
  private:
   TorchFile() = default;
   std::string path_;
-  std::unique_ptr<caffe2::serialize::PyTorchStreamReader> zip_;
+  std::unique_ptr<ZipReader> zip_;
   PickleGraph graph_;
   std::map<std::string, at::Storage> storages_;  // by storage key
 };

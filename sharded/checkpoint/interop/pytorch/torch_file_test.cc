@@ -163,11 +163,11 @@ TEST(TorchFile, BadInputIsRefusedAndWritesNothing) {
   ExpectRefused(Tmp("missing-file.pt"), "missing-file.pt");
 
   WriteZip(Tmp("no_record.pt"), Pickle(6, 1, {2, 2}, {1, 2}), {});
-  ExpectRefused(Tmp("no_record.pt"), "storage record 'data/0' is missing");
+  ExpectRefused(Tmp("no_record.pt"), "storage record 'no_record/data/0' is missing");
   WriteZip(Tmp("overrun.pt"), Pickle(6, 3, {2, 2}, {1, 2}), {{"data/0", FloatBytes(6)}});
   ExpectRefused(Tmp("overrun.pt"), "overrun storage '0' of 6 elements");
   WriteZip(Tmp("short_record.pt"), Pickle(6, 1, {2, 2}, {1, 2}), {{"data/0", FloatBytes(5)}});
-  ExpectRefused(Tmp("short_record.pt"), "holds 20 bytes but the pickle declares 6 elements");
+  ExpectRefused(Tmp("short_record.pt"), "declares 20 bytes in the zip directory but the pickle declares 6 elements");
   WriteZip(Tmp("bad_pickle.pt"), Pickle(6, 1, {2, 2}, {1, 2}).substr(0, 30), {{"data/0", FloatBytes(6)}});
   ExpectRefused(Tmp("bad_pickle.pt"), "data.pkl: pickle: truncated");
 

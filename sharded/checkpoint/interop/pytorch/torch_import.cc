@@ -72,6 +72,8 @@ absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const s
   report.global_step = selection->global_step;
   report.skipped = selection->skipped;
   report.not_stored = selection->not_stored;
+  report.skipped_count = selection->skipped_count;
+  report.not_stored_count = selection->not_stored_count;
   std::vector<ToWrite> tensors;
   std::set<std::string> keys;
   for (const SelectedTensor& t : selection->tensors) {
@@ -100,6 +102,10 @@ absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const s
     }
   }
   report.tensors = static_cast<int64_t>(tensors.size());
+  // The tensors hold their storages: the pickle's graph, the zip directory
+  // and the selection go before the writer builds its index.
+  file.reset();
+  selection = Selection();
 
   // Then write: straight into an existing directory (its atomic commit), or
   // into a temporary sibling renamed into place.

@@ -43,8 +43,10 @@ struct ImportReport {
   int64_t sharded = 0;
   int64_t data_bytes = 0;  // tensor bytes imported
   std::optional<int64_t> global_step;
-  std::vector<std::string> skipped;     // top-level entries not imported, with their classes
-  std::vector<std::string> not_stored;  // non-tensor values inside imported entries
+  std::vector<std::string> skipped;     // top-level entries not imported, with their classes (the first 32)
+  int64_t skipped_count = 0;            // all of them
+  std::vector<std::string> not_stored;  // non-tensor values inside imported entries (the first 32)
+  int64_t not_stored_count = 0;         // all of them
 };
 
 absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const std::string& out_dir,
