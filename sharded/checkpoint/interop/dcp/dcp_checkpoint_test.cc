@@ -136,9 +136,11 @@ absl::Status LoadStatus(const std::string& dir) {
 TEST(DcpCheckpointTest, AClassOutsideTheWhitelistIsRefusedByName) {
   const std::string dir = Copy();
   std::string md = ReadAll(dir + "/.metadata");
-  const size_t at = md.find("StorageMeta");
+  // The class name StorageMeta alone (SHORT_BINUNICODE of 11 bytes), not
+  // the "StorageMeta" inside TensorStorageMetadata.
+  const size_t at = md.find("\x8c\x0bStorageMeta");
   ASSERT_NE(at, std::string::npos);
-  md.replace(at, 11, "StorageMetX");
+  md.replace(at + 2, 11, "StorageMetX");
   WriteAll(dir + "/.metadata", md);
   absl::Status s = LoadStatus(dir);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
