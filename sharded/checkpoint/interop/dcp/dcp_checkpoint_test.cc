@@ -89,7 +89,9 @@ TEST(DcpCheckpointTest, MetadataListsEveryKeyInSaveOrder) {
   for (const auto& v : *values) lines += v.key + " = " + v.repr + "\n";
   EXPECT_EQ(lines, ReadAll(std::string(kFixture) + "/values.txt"));
   for (const auto& v : *values) {
-    if (v.key == "step") EXPECT_EQ(v.integer, 42);
+    if (v.key == "step") {
+      EXPECT_EQ(v.integer, 42);
+    }
   }
 }
 
