@@ -4,7 +4,7 @@
 # the file or key, within a time limit and a memory budget, and a load
 # changes nothing. A class outside DCP's metadata is refused without running.
 ckpt="$1"; damage="$2"; peer_save="$3"
-source "$(dirname "$0")/dcp_lib.sh" "$4" dcph
+source "$(dirname "$0")/dcp_lib.sh" "$4" dcph || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
 torchrun_py 4 "$peer_save" "$tmp/good" "$tmp/ref.pt" "$tmp/values.txt" >"$tmp/save.log" 2>&1 || { cat "$tmp/save.log"; fail "dcp.save"; }
 "$ckpt" verify "$tmp/good" >/dev/null || fail "the undamaged checkpoint does not verify"
 rm -f /tmp/dcp_damage_pwned

@@ -6,7 +6,7 @@
 # tensors and reads its non-tensor entries as Python's repr of them; the ckpt
 # tool inspects, verifies, consolidates and exports it.
 check="$1"; peer_save="$2"; ckpt="$3"
-source "$(dirname "$0")/dcp_lib.sh" "$4" dcp
+source "$(dirname "$0")/dcp_lib.sh" "$4" dcp || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
 for w in 1 2 3 4; do
   torchrun_py $w "$peer_save" "$tmp/dcp$w" "$tmp/ref$w.pt" "$tmp/values$w.txt" >"$tmp/save$w.log" 2>&1 \
     || { cat "$tmp/save$w.log"; fail "torchrun W=$w dcp.save"; }

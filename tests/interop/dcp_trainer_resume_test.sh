@@ -5,7 +5,7 @@
 # run continues exactly as it does resumed from its own checkpoint (equal
 # final digests); without optimizer state it says the optimizer starts fresh.
 train="$1"; ckpt="$2"; to_dcp="$3"
-source "$(dirname "$0")/dcp_lib.sh" "$4" dcpt
+source "$(dirname "$0")/dcp_lib.sh" "$4" dcpt || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
 digest() { sed -n 's/^train: final state digest \([0-9a-f]*\)$/\1/p' <<<"$1" | tail -1; }
 "$train" --launcher=single --steps=3 --checkpoint_dir="$tmp/own" >/dev/null || fail "train to step 3"
 "$ckpt" export "$tmp/own" "$tmp/own.pt" >/dev/null || fail "export"

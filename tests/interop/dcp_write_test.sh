@@ -5,7 +5,7 @@
 # dcp_to_torch_save converts it: every tensor bit-equal to shardlight's own
 # export of the same dict. shardlight's LoadCheckpoint reads it back too.
 save="$1"; peer_load="$2"; ckpt="$3"; check="$4"
-source "$(dirname "$0")/dcp_lib.sh" "$5" dcpw
+source "$(dirname "$0")/dcp_lib.sh" "$5" dcpw || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
 for w in 1 3 4; do
   out=$("$save" "$w" "$tmp/dcp$w" "$tmp/ref$w") || fail "shardlight DCP save at W=$w: $out"
   grep -q "removed .* files in .*earlier DCP checkpoint" <<<"$out" || fail "the second save did not remove the first's files: $out"
