@@ -6,7 +6,8 @@ entries; or (fsdp2) a model sharded with FSDP2's fully_shard after an AdamW
 step, its model and optimizer state dicts. Rank 0 also writes the full
 tensors under DCP's flattened keys with torch.save (the reference) and
 Python's repr of each non-tensor entry in .metadata's order.
-  dcp_peer_save.py OUT_DIR REFERENCE.pt VALUES.txt [fsdp2]"""
+  dcp_peer_save.py OUT_DIR REFERENCE.pt VALUES.txt [fsdp2|async]
+(async: the same dict through dcp.async_save, waited for.)"""
 import sys
 
 import torch
@@ -43,11 +44,12 @@ def fsdp2_state():
 def main():
     out, reference, values_path = sys.argv[1:4]
     fsdp2 = sys.argv[4:] == ["fsdp2"]
+    use_async = sys.argv[4:] == ["async"]
     dist.init_process_group("gloo")
     world, rank = dist.get_world_size(), dist.get_rank()
     if fsdp2:
         sd, full = fsdp2_state()
-        save(sd, full, out, reference, values_path, rank)
+        save(sd, full, out, reference, values_path, rank, False)
         return
     g = torch.Generator().manual_seed(20261201)
     full = {
@@ -83,13 +85,16 @@ def main():
     sd["step"] = 42
     sd["lr"] = 0.001
     sd["optimizer"] = {"name": "adamw", "betas": (0.9, 0.999), "flags": [True, None], "eps": 1e-08}
-    save(sd, full, out, reference, values_path, rank)
+    save(sd, full, out, reference, values_path, rank, use_async)
 
 
-def save(sd, full, out, reference, values_path, rank):
+def save(sd, full, out, reference, values_path, rank, use_async):
     from torch.distributed.checkpoint._nested_dict import flatten_state_dict
     from torch.distributed.checkpoint.metadata import BytesStorageMetadata
-    dcp.save(sd, checkpoint_id=out)
+    if use_async:
+        dcp.async_save(sd, checkpoint_id=out).result()
+    else:
+        dcp.save(sd, checkpoint_id=out)
     if rank == 0:
         torch.save(full, reference)
         flat, _ = flatten_state_dict(sd)

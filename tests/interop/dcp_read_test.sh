@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Real PyTorch writes distributed checkpoints (torch.distributed.checkpoint
 # under torchrun at W = 1..4, Gloo, CPU; DTensors on 1-D and 2-D meshes, and
-# an FSDP2 model with its optimizer state at W = 2, 3): shardlight's
+# an FSDP2 model with its optimizer state at W = 2, 3; dcp.async_save's
+# output at W = 3): shardlight's
 # LoadCheckpoint reads each at other world sizes bit-equal to Python's full
 # tensors and reads its non-tensor entries as Python's repr of them; the ckpt
 # tool inspects, verifies, consolidates and exports it.
@@ -12,6 +13,10 @@ for w in 1 2 3 4; do
     || { cat "$tmp/save$w.log"; fail "torchrun W=$w dcp.save"; }
   "$check" "$tmp/dcp$w" "$tmp/ref$w.pt" 1,2,3,4 "$tmp/values$w.txt" || fail "load of the W=$w DCP checkpoint"
 done
+# dcp.async_save's output at W = 3.
+torchrun_py 3 "$peer_save" "$tmp/async3" "$tmp/aref3.pt" "$tmp/avalues3.txt" async >"$tmp/async.log" 2>&1 \
+  || { cat "$tmp/async.log"; fail "torchrun W=3 dcp.async_save"; }
+"$check" "$tmp/async3" "$tmp/aref3.pt" 2,4 "$tmp/avalues3.txt" || fail "load of the W=3 dcp.async_save checkpoint"
 # FSDP2: a fully_shard'ed model and its AdamW state, saved at W = 2 and 3.
 for w in 2 3; do
   torchrun_py $w "$peer_save" "$tmp/fsdp$w" "$tmp/fref$w.pt" "$tmp/fvalues$w.txt" fsdp2 >"$tmp/fsave$w.log" 2>&1 \
