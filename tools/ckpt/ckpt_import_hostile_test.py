@@ -29,13 +29,12 @@ CKPT, MAKER = ARGS[0:2]
 TMP = os.environ.get("TEST_TMPDIR") or tempfile.mkdtemp()
 with open(CKPT, "rb") as binary:
     SANITIZED = b"__asan_init" in binary.read()
-if SANITIZED:
-    TIME_LIMIT_S = 900  # ASan's 100k-key import took 25 s idle, over 120 s at load 15 on 2 cores
 MIB = 1 << 20
 PER_INPUT_BYTE = 4     # peak RSS over the baseline, per byte of the file
 PER_KEY = 1536         # ... per imported key (measured ~2.3 KiB with the input's ~200 bytes a key)
 CONSTANT_MIB = 48      # ... plus this
-TIME_LIMIT_S = 120     # a hang, not a slow machine (ASan: below)
+# A hang, not a slow machine; ASan's 100k-key import took 25 s idle, over 120 s at load 15 on 2 cores.
+TIME_LIMIT_S = 900 if SANITIZED else 120
 
 
 def run(args):
