@@ -334,5 +334,29 @@ TEST(SelectEntries, LongKeysAndManyScalarsAreBounded) {
   EXPECT_EQ(s->not_stored[31], "meta.31: None");
 }
 
+TEST(SelectEntries, SkippedEntriesAreListedUpToALimitAndCounted) {
+  TorchPickleWriter p;  // a Lightning file with 100 extra top-level entries
+  p.EmptyDict();
+  p.Mark();
+  p.String("epoch");
+  p.Int(1);
+  p.String("state_dict");
+  p.EmptyDict();
+  for (int i = 0; i < 100; ++i) {
+    p.String("extra" + std::to_string(i));
+    p.Int(i);
+  }
+  p.SetItems();
+  auto g = ReadPickle(p.Finish());
+  ASSERT_TRUE(g.ok()) << g.status();
+  auto s = SelectEntries(*g, {});
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->lightning);
+  EXPECT_EQ(s->skipped_count, 101);  // epoch and the 100 extras
+  ASSERT_EQ(s->skipped.size(), 32u);
+  EXPECT_EQ(s->skipped[0], "epoch: int");
+  EXPECT_EQ(s->skipped[31], "extra30: int");
+}
+
 }  // namespace
 }  // namespace shardlight::sharded::checkpoint::pytorch
