@@ -135,7 +135,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
     result.losses.push_back(global.item<double>());
     const int64_t done = s + 1;
     if (o.log != nullptr && ctx.rank == 0 && o.log_every > 0 && (done % o.log_every == 0 || done == o.steps)) {
-      *o.log << absl::StrFormat("lm: step %d loss %.6f perplexity %.3f\n", done, result.losses.back(),
+      *o.log << absl::StrFormat("lm: step %d loss %.9f perplexity %.3f\n", done, result.losses.back(),
                                 std::exp(result.losses.back()));
     }
     if (checkpoints && done == o.save_at) SL_RETURN_IF_ERROR(save(done));
