@@ -47,7 +47,12 @@ Outcome RunLm(LmJobOptions job, std::vector<int64_t> shape) {
   Outcome out;
   out.ranks.resize(world, absl::UnknownError("not run"));
   const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
-    out.ranks[ctx.rank] = RunLmRank(job, {ctx.store, ctx.rank, ctx.world_size, ctx.pg});
+    sharded::mesh::MeshContext mesh;
+    mesh.store = ctx.store;
+    mesh.rank = ctx.rank;
+    mesh.world_size = ctx.world_size;
+    mesh.world = ctx.pg;
+    out.ranks[ctx.rank] = RunLmRank(job, mesh);
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;

@@ -24,7 +24,12 @@ absl::StatusOr<LmRankResult> RunOnMesh(LmJobOptions job, const std::vector<int64
   cluster_options.collective_timeout = options.collective_timeout;
   SimulatedCluster cluster(static_cast<int>(shape[0] * shape[1]), cluster_options);
   auto results = cluster.Run([&](RankContext& ctx) {
-    sharded::mesh::MeshContext mesh{ctx.store, ctx.rank, ctx.world_size, ctx.pg, options.collective_timeout};
+    sharded::mesh::MeshContext mesh;
+    mesh.store = ctx.store;
+    mesh.rank = ctx.rank;
+    mesh.world_size = ctx.world_size;
+    mesh.world = ctx.pg;
+    mesh.timeout = options.collective_timeout;
     return RunLmRank(job, mesh);
   });
   if (!results.ok()) return results.status();

@@ -13,8 +13,10 @@
 # tolerance, 1 otherwise; "SKIP: ..." and 0 when the peer torch has no DTensor.
 set -u
 train_bin=$(realpath "$1"); ckpt_bin=$(realpath "$2"); peer_sh=$3; mesh=$4; steps=$5
-out=${6:-$(mktemp -d "${TEST_TMPDIR:-/tmp}/lm_parity.XXXXXX")}
-shift 6 2>/dev/null || shift $#
+shift 5
+out=""
+if [ $# -gt 0 ] && [ "$1" != "--" ]; then out=$1; shift; fi
+[ -n "$out" ] || out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/lm_parity.XXXXXX")
 [ "${1:-}" = "--" ] && shift
 model=("$@")
 here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
