@@ -36,7 +36,7 @@ struct LmJobOptions {
   int64_t steps = 20;  // the global step to train to
   uint64_t seed = 1234;     // model initialisation
   uint64_t data_seed = 1;   // sample offsets (SampleOffset)
-  lightning::tp::AdamWOptions adam{3e-3, 0.9, 0.95, 1e-8, 0.1};
+  lightning::tp::AdamWOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
   double clip_norm = 1.0;
   std::string checkpoint_dir;  // empty: no checkpoint, no resume
   // Save after this global step (0: before training -- the initial weights);

@@ -41,7 +41,7 @@ for f in "${model[@]}"; do
   case $f in
     --dim=*) ours+=("--lm_dim=${f#*=}") ;; --heads=*) ours+=("--lm_heads=${f#*=}") ;;
     --layers=*) ours+=("--lm_layers=${f#*=}") ;; --context=*) ours+=("--lm_context=${f#*=}") ;;
-    --mlp=*) ours+=("--lm_mlp=${f#*=}") ;; --batch=*) ours+=("$f") ;;
+    --mlp=*) ours+=("--lm_mlp=${f#*=}") ;; --batch=*|--lr=*) ours+=("$f") ;;
     *) fail "unknown model flag $f" ;;
   esac
   peer+=("$f")

@@ -8,7 +8,7 @@ here), trained with torch.optim.AdamW and the same global-norm clipping.
 Run under torchrun (one process per mesh rank):
   torchrun --nproc_per_node=4 tools/lm/lm_peer.py --mesh=2x2 --weights=init.pt --steps=100
 Rank 0 prints "peer: step K loss L" for every step and, at the end,
-"peer: tokens_per_s T step_s S peak_rss_bytes P" (every rank's RSS line too).
+"peer: rank 0 peak_rss_bytes P" and "peer: tokens_per_s T step_s S".
 
 TP plan (the layout of shardlight's layers): token embedding RowwiseParallel
 (vocabulary rows split, the lookup's Partial result all-reduced), q/k/v and
@@ -124,7 +124,7 @@ def main():
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--context", type=int, default=64)
     p.add_argument("--mlp", type=int, default=384)
-    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--weight_decay", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=1)
@@ -194,8 +194,8 @@ def main():
             print(f"peer: step {step + 1} loss {total.item():.9f}", flush=True)
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    print(f"peer: rank {rank} peak_rss_bytes {rss}", flush=True)
-    if rank == 0:
+    if rank == 0:  # rank 0 only: workers' stdout lines would interleave
+        print(f"peer: rank {rank} peak_rss_bytes {rss}", flush=True)
         print(f"peer: tokens_per_s {a.steps * global_tokens / seconds:.1f} step_s {seconds / a.steps:.4f}", flush=True)
     dist.destroy_process_group()
 

@@ -77,7 +77,7 @@ ABSL_FLAG(int, lm_heads, 12, "--job=lm: attention heads (the TP size must divide
 ABSL_FLAG(int, lm_layers, 2, "--job=lm: decoder blocks");
 ABSL_FLAG(int, lm_context, 64, "--job=lm: tokens per sample");
 ABSL_FLAG(int, lm_mlp, 384, "--job=lm: MLP hidden size (the TP size must divide it)");
-ABSL_FLAG(double, lr, 3e-3, "--job=lm: AdamW learning rate");
+ABSL_FLAG(double, lr, 1e-3, "--job=lm: AdamW learning rate");
 ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
