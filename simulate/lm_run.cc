@@ -136,7 +136,8 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
     const int64_t done = s + 1;
     if (o.log != nullptr && ctx.rank == 0 && o.log_every > 0 && (done % o.log_every == 0 || done == o.steps)) {
       *o.log << absl::StrFormat("lm: step %d loss %.9f perplexity %.3f\n", done, result.losses.back(),
-                                std::exp(result.losses.back()));
+                                std::exp(result.losses.back()))
+             << std::flush;  // whole lines: other ranks share the stream under a launcher
     }
     if (checkpoints && done == o.save_at) SL_RETURN_IF_ERROR(save(done));
   }
