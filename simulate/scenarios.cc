@@ -1,5 +1,6 @@
 #include "simulate/collectives_scenario.h"
 #include "simulate/gate_scenario.h"
+#include "simulate/lm_scenario.h"
 #include "simulate/mesh_scenario.h"
 #include "simulate/reshard_scenario.h"
 #include "simulate/train_scenario.h"
@@ -23,6 +24,8 @@ const std::vector<Scenario>& AllScenarios() {
        &RunGateScenario},
       {"mesh", "tensor-parallel layers on a 2x2 device mesh, checked against dense training, reloaded on 1x3",
        &RunMeshScenario},
+      {"lm", "a GPT language model on byte text, tensor parallel on a 2x2 mesh; checkpoint resumed on 1x3 and 4x1",
+       &RunLmScenario},
   };
   return *scenarios;
 }

@@ -39,6 +39,11 @@ std::vector<DistinctBox> DistinctBoxes(const MeshTensor& t) {
   return boxes;
 }
 
+// The values of t's local piece, sharing its storage: a trainable piece
+// (requires_grad, as the TP layers' parameters are) is viewed detached, so
+// saving reads it and loading writes it like any other tensor.
+at::Tensor Values(const MeshTensor& t) { return t.local().detach(); }
+
 absl::StatusOr<ShardedTensor> View(const MeshTensor& t) {
   ShardedTensorMetadata meta;
   meta.sizes = t.sizes();
@@ -48,7 +53,7 @@ absl::StatusOr<ShardedTensor> View(const MeshTensor& t) {
     ShardMetadata m;
     static_cast<Box&>(m) = d.box;
     m.placement = Placement::Cpu(d.owner());
-    if (d.owner() == t.mesh()->rank()) mine.push_back(Shard{t.local(), m});
+    if (d.owner() == t.mesh()->rank()) mine.push_back(Shard{Values(t), m});
     meta.shards.push_back(std::move(m));
   }
   return ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(mine), std::move(meta), t.mesh()->world());
@@ -77,21 +82,20 @@ absl::Status CompleteLoad(const MeshTensor& t) {
     ExchangeBox s;
     static_cast<Box&>(s) = d.box;
     s.rank = d.owner();
-    if (s.rank == mesh.rank()) s.tensor = t.local();
+    if (s.rank == mesh.rank()) s.tensor = Values(t);
     sources.push_back(s);
     for (int r : d.replicas) {
       if (r == d.owner()) continue;
       ExchangeBox x;
       static_cast<Box&>(x) = d.box;
       x.rank = r;
-      if (r == mesh.rank()) x.tensor = t.local();
+      if (r == mesh.rank()) x.tensor = Values(t);
       destinations.push_back(std::move(x));
     }
   }
   SL_RETURN_IF_ERROR(ExchangeBoxes(*mesh.world(), t.dtype(), sources, destinations));
   if (HoldsZerosForValue(t.placements(), mesh.coords())) {
-    at::Tensor local = t.local();
-    local.zero_();
+    Values(t).zero_();
   }
   return absl::OkStatus();
 }

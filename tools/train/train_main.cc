@@ -22,6 +22,8 @@
 #include <sstream>
 #include <thread>
 
+#include <ATen/Parallel.h>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
@@ -32,7 +34,9 @@
 #include "simulate/core/fault_plan.h"
 #include "tools/flags/directory_flag.h"
 #include "tools/flags/strict_flags.h"
+#include "simulate/lm_run.h"
 #include "simulate/mesh_run.h"
+#include "tools/train/lm_job.h"
 #include "simulate/training_run.h"
 
 ABSL_FLAG(int, steps, 20, "train until this many steps are done (a resume continues from its checkpoint), >= 1");
@@ -63,7 +67,18 @@ ABSL_FLAG(std::string, device, "cpu", "cpu or cuda");
 ABSL_FLAG(std::string, job, "main",
           "main: the main job (simulate/training_run.h); mesh: the mesh job (simulate/mesh_run.h) on --mesh -- it "
           "loads --checkpoint_dir when a checkpoint is there, else trains --steps and saves there");
-ABSL_FLAG(std::string, mesh, "2x2", "--job=mesh: the DP x TP device mesh, e.g. 2x2 or 1x3 (its product is the world size)");
+ABSL_FLAG(std::string, mesh, "2x2",
+          "--job=mesh and --job=lm: the DP x TP device mesh, e.g. 2x2 or 1x3 (its product is the world size)");
+ABSL_FLAG(std::string, corpus, shardlight::simulate::kDefaultCorpus, "--job=lm: the text file to train on (bytes)");
+ABSL_FLAG(int, batch, 8, "--job=lm: global samples per step, >= the DP size");
+ABSL_FLAG(int, save_at, -1, "--job=lm: save the checkpoint after this step (0: the initial weights; -1: the end)");
+ABSL_FLAG(int, lm_dim, 96, "--job=lm: model width");
+ABSL_FLAG(int, lm_heads, 12, "--job=lm: attention heads (the TP size must divide them)");
+ABSL_FLAG(int, lm_layers, 2, "--job=lm: decoder blocks");
+ABSL_FLAG(int, lm_context, 64, "--job=lm: tokens per sample");
+ABSL_FLAG(int, lm_mlp, 384, "--job=lm: MLP hidden size (the TP size must divide it)");
+ABSL_FLAG(double, lr, 1e-3, "--job=lm: AdamW learning rate");
+ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
 namespace {
@@ -79,15 +94,7 @@ int BadUsage(const std::string& message) {
 // the job's store, as the simulator's come from its HashStore.
 int RunMeshRank(const simulate::MeshJobOptions& job, const lightning::cluster::ProcessPlacement& placement,
                lightning::cluster::DistributedContext& ctx, std::chrono::milliseconds timeout) {
-  sharded::mesh::MeshContext mesh_ctx;
-  mesh_ctx.store = ctx.store();
-  mesh_ctx.rank = placement.rank;
-  mesh_ctx.world_size = placement.world_size;
-  mesh_ctx.world = ctx.pg();
-  mesh_ctx.timeout = timeout;
-  mesh_ctx.gloo_device = ctx.gloo_options().device;
-  mesh_ctx.gloo_bind_address = ctx.gloo_options().bind_address;
-  auto result = simulate::RunMeshJob(job, mesh_ctx);
+  auto result = simulate::RunMeshJob(job, MeshContextOf(placement, ctx, timeout));
   if (!result.ok()) {
     std::cerr << "train: rank " << placement.rank << ": " << result.status() << "\n" << std::flush;
     (void)ctx.Leave(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)));
@@ -113,6 +120,7 @@ int RunMeshRank(const simulate::MeshJobOptions& job, const lightning::cluster::P
 }
 
 int Main() {
+  if (absl::GetFlag(FLAGS_threads) > 0) at::set_num_threads(absl::GetFlag(FLAGS_threads));
   simulate::TrainingRunOptions run;
   const int steps = absl::GetFlag(FLAGS_steps);
   if (steps < 1) return BadUsage(absl::StrCat("--steps=", steps, " must be >= 1"));
@@ -140,7 +148,36 @@ int Main() {
   }
 
   const std::string job = absl::GetFlag(FLAGS_job);
-  if (job != "main" && job != "mesh") return BadUsage(absl::StrCat("--job=", job, " is not main or mesh"));
+  if (job != "main" && job != "mesh" && job != "lm") {
+    return BadUsage(absl::StrCat("--job=", job, " is not main, mesh or lm"));
+  }
+  if (absl::GetFlag(FLAGS_threads) < 0) return BadUsage("--threads must be >= 0");
+  simulate::LmJobOptions lm_job;
+  if (job == "lm") {
+    auto shape = sharded::mesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh));
+    if (!shape.ok()) return BadUsage(absl::StrCat("--mesh: ", shape.status().message()));
+    if (shape->size() != 2) return BadUsage(absl::StrCat("--mesh=", absl::GetFlag(FLAGS_mesh), " must be DPxTP (2-d)"));
+    if (absl::GetFlag(FLAGS_device) != "cpu") return BadUsage("--job=lm runs on --device=cpu only");
+    if (!absl::GetFlag(FLAGS_fault).empty() || run.checkpoint_every != 0 || run.keep_last != 0 || run.async_checkpoint) {
+      return BadUsage("--job=lm takes no --fault, --checkpoint_every, --keep_last or --async_checkpoint");
+    }
+    lm_job.mesh_shape = *shape;
+    lm_job.steps = steps;
+    lm_job.seed = run.seed;
+    lm_job.checkpoint_dir = run.checkpoint_dir;
+    lm_job.corpus = absl::GetFlag(FLAGS_corpus);
+    lm_job.batch = absl::GetFlag(FLAGS_batch);
+    lm_job.save_at = absl::GetFlag(FLAGS_save_at);
+    lm_job.model.dim = absl::GetFlag(FLAGS_lm_dim);
+    lm_job.model.heads = absl::GetFlag(FLAGS_lm_heads);
+    lm_job.model.layers = absl::GetFlag(FLAGS_lm_layers);
+    lm_job.model.context = absl::GetFlag(FLAGS_lm_context);
+    lm_job.model.mlp_hidden = absl::GetFlag(FLAGS_lm_mlp);
+    lm_job.adam.lr = absl::GetFlag(FLAGS_lr);
+    lm_job.log_every = run.log_every;
+    if (lm_job.save_at < -1) return BadUsage("--save_at must be >= -1");
+    if (lm_job.save_at >= 0 && run.checkpoint_dir.empty()) return BadUsage("--save_at needs --checkpoint_dir");
+  }
   simulate::MeshJobOptions mesh_job;
   if (job == "mesh") {
     auto shape = sharded::mesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh));
@@ -164,8 +201,9 @@ int Main() {
   if (absl::GetFlag(FLAGS_master_port) != 0) overrides.master_port = absl::GetFlag(FLAGS_master_port);
   auto placement = lightning::cluster::DetectEnvironment(lightning::cluster::ProcessEnvironment(), overrides);
   if (!placement.ok()) return BadUsage(std::string(placement.status().message()));
-  if (job == "mesh") {
-    if (auto fits = sharded::mesh::ValidateMeshShape(mesh_job.mesh_shape, placement->world_size); !fits.ok()) {
+  if (job == "mesh" || job == "lm") {
+    const auto& shape = job == "mesh" ? mesh_job.mesh_shape : lm_job.mesh_shape;
+    if (auto fits = sharded::mesh::ValidateMeshShape(shape, placement->world_size); !fits.ok()) {
       return BadUsage(absl::StrCat("--mesh: ", fits.message()));
     }
   }
@@ -202,6 +240,7 @@ int Main() {
     return 1;
   }
   if (job == "mesh") return RunMeshRank(mesh_job, *placement, **ctx, run.collective_timeout);
+  if (job == "lm") return RunLmJobRank(lm_job, *placement, **ctx, run.collective_timeout);
   run.groups = (*ctx)->groups();
   auto result = simulate::TrainRank(run, (*ctx)->pg());
   if (!result.ok()) {

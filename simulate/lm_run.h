@@ -1,0 +1,67 @@
+// The LM job: GptModel (gpt_model.h) trained on byte tokens of a text corpus
+// (byte_corpus.h) on a DP x TP device mesh -- AdamW with decoupled weight
+// decay, the gradient clipped to a global norm across the mesh, the loss the
+// mean token cross-entropy of the global batch -- with checkpoints of model,
+// optimizer and step that resume on any other mesh. One code path for
+// thread-ranks (`//simulate:cluster --scenario=lm`) and processes
+// (`//tools/train --job=lm --mesh=DPxTP` under torchrun): both call RunLmRank
+// with the MeshContext of their ranks.
+//
+// Errors, on every rank before training: InvalidArgument for a mesh that is
+// not 2-d or does not match the world, a model the TP size does not fit
+// (CheckGptOptions), a global batch smaller than the DP size; NotFound /
+// InvalidArgument for a missing or empty corpus; the checkpoint's error
+// (naming the key) for a checkpoint of another model shape.
+#ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
+#define SHARDLIGHT_SIMULATE_LM_RUN_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "lightning/tp/mesh_adamw.h"
+#include "sharded/mesh/device_mesh.h"
+#include "simulate/byte_corpus.h"
+#include "simulate/gpt_model.h"
+
+namespace shardlight::simulate {
+
+struct LmJobOptions {
+  std::vector<int64_t> mesh_shape = {2, 2};  // data parallel x tensor parallel
+  GptOptions model;
+  std::string corpus = kDefaultCorpus;
+  int64_t batch = 8;  // global samples per step
+  int64_t steps = 20;  // the global step to train to
+  uint64_t seed = 1234;     // model initialisation
+  uint64_t data_seed = 1;   // sample offsets (SampleOffset)
+  lightning::tp::AdamWOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  double clip_norm = 1.0;
+  std::string checkpoint_dir;  // empty: no checkpoint, no resume
+  // Save after this global step (0: before training -- the initial weights);
+  // -1: after the last step. A run that resumed at this step does not save
+  // it again.
+  int64_t save_at = -1;
+  bool resume = true;  // load checkpoint_dir's committed checkpoint first
+  int64_t eval_batches = 2;  // held-out batches (data_seed + 1) for perplexity
+  int64_t log_every = 0;     // rank 0 prints a line every this many steps
+  std::ostream* log = nullptr;
+};
+
+struct LmRankResult {
+  int64_t start_step = 0;      // the resumed step (0: fresh)
+  std::vector<double> losses;  // global loss of each step trained
+  double eval_perplexity = 0;  // exp(mean token loss) on the held-out batches
+  double seconds = 0;          // training loop wall time
+  double tokens_per_second = 0;
+  int64_t state_bytes = 0;     // this rank's parameters + AdamW moments
+  int64_t peak_rss_bytes = 0;  // the process's peak resident set at the end
+};
+
+// Collective over ctx.world.
+absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& options, const sharded::mesh::MeshContext& ctx);
+
+}  // namespace shardlight::simulate
+
+#endif  // SHARDLIGHT_SIMULATE_LM_RUN_H_

@@ -1,0 +1,90 @@
+#include "simulate/lm_scenario.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "simulate/core/simulated_cluster.h"
+#include "simulate/lm_run.h"
+#include "simulate/training_run.h"
+
+namespace shardlight::simulate {
+namespace {
+
+constexpr double kResumeTolerance = 1e-4;  // relative, per step
+
+absl::StatusOr<LmRankResult> RunOnMesh(LmJobOptions job, const std::vector<int64_t>& shape,
+                                       const ScenarioOptions& options) {
+  job.mesh_shape = shape;
+  ClusterOptions cluster_options;
+  cluster_options.collective_timeout = options.collective_timeout;
+  SimulatedCluster cluster(static_cast<int>(shape[0] * shape[1]), cluster_options);
+  auto results = cluster.Run([&](RankContext& ctx) {
+    sharded::mesh::MeshContext mesh;
+    mesh.store = ctx.store;
+    mesh.rank = ctx.rank;
+    mesh.world_size = ctx.world_size;
+    mesh.world = ctx.pg;
+    mesh.timeout = options.collective_timeout;
+    return RunLmRank(job, mesh);
+  });
+  if (!results.ok()) return results.status();
+  return (*results)[0];
+}
+
+}  // namespace
+
+absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
+  if (options.steps < 2) return absl::InvalidArgumentError("the lm scenario needs --steps >= 2 (it resumes halfway)");
+  TempDir temp;
+  LmJobOptions job;
+  job.steps = options.steps;
+  job.seed = options.seed;
+  job.checkpoint_dir = options.checkpoint_dir.empty() ? temp.path() : options.checkpoint_dir;
+  job.save_at = options.steps / 2;
+  job.log = &out;
+  job.log_every = options.log_every > 0 ? options.log_every : 1;
+  const GptOptions& m = job.model;
+  out << absl::StrFormat(
+      "lm: GPT decoder (%d layers, dim %d, %d heads, MLP %d, context %d, byte vocabulary %d), AdamW lr %g wd %g, "
+      "clip %g, global batch %d, corpus %s\n",
+      m.layers, m.dim, m.heads, m.mlp_hidden, m.context, m.vocab, job.adam.lr, job.adam.weight_decay, job.clip_norm,
+      job.batch, job.corpus);
+  out << "lm: training on a 2x2 mesh (dim 0 data parallel, dim 1 tensor parallel), checkpoint after step "
+      << job.save_at << "\n";
+  absl::StatusOr<LmRankResult> full = RunOnMesh(job, {2, 2}, options);
+  if (!full.ok()) return full.status();
+  out << absl::StrFormat("lm: 2x2 trained %d steps in %.2f s (%.0f tokens/s), held-out perplexity %.3f\n",
+                         options.steps, full->seconds, full->tokens_per_second, full->eval_perplexity);
+  if (!(full->losses.back() < full->losses.front())) {
+    return absl::InternalError(absl::StrCat("the loss did not fall: ", full->losses.front(), " -> ", full->losses.back()));
+  }
+  job.log = nullptr;
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 3}, std::vector<int64_t>{4, 1}}) {
+    absl::StatusOr<LmRankResult> resumed = RunOnMesh(job, shape, options);
+    if (!resumed.ok()) return resumed.status();
+    const std::string name = absl::StrJoin(shape, "x");
+    if (resumed->start_step != job.save_at) {
+      return absl::InternalError(absl::StrCat(name, " resumed at step ", resumed->start_step, ", not ", job.save_at));
+    }
+    double worst = 0;
+    for (size_t i = 0; i < resumed->losses.size(); ++i) {
+      const double want = full->losses[job.save_at + i];
+      worst = std::max(worst, std::abs(resumed->losses[i] - want) / std::abs(want));
+    }
+    out << absl::StrFormat("lm: resumed on %s at step %d: losses of steps %d..%d equal the uninterrupted run's "
+                           "(largest relative difference %.2e)\n",
+                           name, job.save_at, job.save_at + 1, options.steps, worst);
+    if (worst > kResumeTolerance) {
+      return absl::InternalError(absl::StrCat("after resuming on ", name, " the loss differs from the uninterrupted "
+                                              "run's by ", worst, " (relative), more than ", kResumeTolerance));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardlight::simulate

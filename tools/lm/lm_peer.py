@@ -1,0 +1,204 @@
+"""The PyTorch peer of shardlight's LM job (simulate/lm_run.h): the same GPT
+decoder in Python PyTorch 2.x, tensor parallel with DTensor's
+parallelize_module on the same DP x TP mesh (Gloo, CPU), started from the
+weights shardlight saved (exported with `ckpt export --prefix=model.`), fed
+the same batches (simulate/byte_corpus.h's SampleOffset, reimplemented
+here), trained with torch.optim.AdamW and the same global-norm clipping.
+
+Run under torchrun (one process per mesh rank):
+  torchrun --nproc_per_node=4 tools/lm/lm_peer.py --mesh=2x2 --weights=init.pt --steps=100
+Rank 0 prints "peer: step K loss L" for every step and, at the end,
+"peer: rank 0 peak_rss_bytes P" and "peer: tokens_per_s T step_s S".
+
+TP plan (the layout of shardlight's layers): token embedding RowwiseParallel
+(vocabulary rows split, the lookup's Partial result all-reduced), q/k/v and
+the MLP's fc ColwiseParallel, the attention and MLP projections
+RowwiseParallel, the head ColwiseParallel with Shard(-1) logits into
+loss_parallel() (no full logits). Layer norms and positions are plain
+replicated tensors; data-parallel gradients are all-reduced over the DP
+group by hand (every collective here is an all_reduce, which Gloo has).
+"""
+import argparse
+import math
+import os
+import resource
+import time
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Replicate, Shard
+from torch.distributed.tensor.parallel import (ColwiseParallel, RowwiseParallel, loss_parallel,
+                                               parallelize_module)
+
+MASK = (1 << 64) - 1
+
+
+def sample_offset(seed, index, size, window):
+    """splitmix64(seed * 0x9E3779B97F4A7C15 + index) mod (size - window + 1)."""
+    z = (seed * 0x9E3779B97F4A7C15 + index) & MASK
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+    z = z ^ (z >> 31)
+    return z % (size - window + 1)
+
+
+def samples(data, seed, first, count, context):
+    rows = []
+    for i in range(count):
+        start = sample_offset(seed, first + i, len(data), context + 1)
+        rows.append(data[start:start + context + 1])
+    windows = torch.stack(rows)
+    return windows[:, :context].contiguous(), windows[:, 1:].contiguous()
+
+
+def chunk_range(n, chunks, index):
+    """torch.chunk's piece `index` of n items: (start, length)."""
+    size = -(-n // chunks)
+    start = min(n, index * size)
+    return start, max(0, min(n, start + size) - start)
+
+
+class Attention(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.q, self.k, self.v, self.proj = (nn.Linear(dim, dim) for _ in range(4))
+
+
+class Mlp(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.fc = nn.Linear(dim, hidden)
+        self.proj = nn.Linear(hidden, dim)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, hidden):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(dim)
+        self.attn = Attention(dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.mlp = Mlp(dim, hidden)
+
+
+class Gpt(nn.Module):
+    def __init__(self, vocab, dim, heads, layers, context, hidden):
+        super().__init__()
+        self.heads, self.head_dim, self.layers = heads, dim // heads, layers
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(context, dim)
+        for i in range(layers):
+            setattr(self, f"block{i}", Block(dim, hidden))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, ids):
+        b, t = ids.shape
+        x = self.tok(ids) + self.pos.weight[:t]
+        causal = torch.ones(t, t, dtype=torch.bool).triu(1)
+        for i in range(self.layers):
+            blk = getattr(self, f"block{i}")
+            h = blk.ln1(x)
+            # Local heads: q/k/v are column-parallel, each rank holds heads / TP of them.
+            split = lambda y: y.view(b, t, -1, self.head_dim).transpose(1, 2)
+            q, k, v = split(blk.attn.q(h)), split(blk.attn.k(h)), split(blk.attn.v(h))
+            scores = (q @ k.transpose(-2, -1)).mul(1.0 / math.sqrt(self.head_dim)).masked_fill(causal, float("-inf"))
+            attended = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, t, -1)
+            x = x + blk.attn.proj(attended)
+            x = x + blk.mlp.proj(F.gelu(blk.mlp.fc(blk.ln2(x))))
+        return self.head(self.ln_f(x))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--mesh", default="2x2")
+    p.add_argument("--weights", required=True, help="torch.save file of the initial state dict")
+    p.add_argument("--corpus", default="/usr/share/common-licenses/GPL-3")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--data_seed", type=int, default=1)
+    p.add_argument("--dim", type=int, default=96)
+    p.add_argument("--heads", type=int, default=12)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--context", type=int, default=64)
+    p.add_argument("--mlp", type=int, default=384)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--weight_decay", type=float, default=0.1)
+    p.add_argument("--clip", type=float, default=1.0)
+    p.add_argument("--threads", type=int, default=1)
+    a = p.parse_args()
+    torch.set_num_threads(a.threads)
+    dp, tp = (int(x) for x in a.mesh.split("x"))
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+    data = torch.tensor(list(open(a.corpus, "rb").read()), dtype=torch.long)
+
+    model = Gpt(256, a.dim, a.heads, a.layers, a.context, a.mlp)
+    state = torch.load(a.weights, weights_only=True)
+    model.load_state_dict(state, strict=True)
+    plan = {"tok": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
+            "head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)}
+    for i in range(a.layers):
+        for name in ("attn.q", "attn.k", "attn.v", "mlp.fc"):
+            plan[f"block{i}.{name}"] = ColwiseParallel()
+        for name in ("attn.proj", "mlp.proj"):
+            plan[f"block{i}.{name}"] = RowwiseParallel()
+    parallelize_module(model, mesh["tp"], plan)
+
+    params = list(model.parameters())
+    decay = [q for q in params if q.dim() >= 2]
+    plain = [q for q in params if q.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay}, {"params": plain, "weight_decay": 0.0}],
+                            lr=a.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
+    dp_group, tp_group = mesh["dp"].get_group(), mesh["tp"].get_group()
+    first, count = chunk_range(a.batch, dp, mesh.get_coordinate()[0])
+    global_tokens = a.batch * a.context
+
+    local = lambda g: g._local_tensor if isinstance(g, DTensor) else g
+    start = time.perf_counter()
+    for step in range(a.steps):
+        opt.zero_grad(set_to_none=True)
+        ids, targets = samples(data, a.data_seed, step * a.batch + first, count, a.context)
+        with loss_parallel():
+            logits = model(ids)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum") / global_tokens
+            loss.backward()
+        loss = loss.full_tensor() if isinstance(loss, DTensor) else loss
+        # Data parallel: one flat all_reduce of every gradient over the DP group.
+        grads = [local(q.grad) for q in params]
+        if dp > 1:
+            flat = torch.cat([g.reshape(-1) for g in grads])
+            dist.all_reduce(flat, group=dp_group)
+            at = 0
+            for g in grads:
+                g.copy_(flat[at:at + g.numel()].view_as(g))
+                at += g.numel()
+        # clip_grad_norm_ across the mesh: TP-sharded pieces summed over TP, replicated ones once.
+        sharded_sq = torch.zeros(1, dtype=torch.float64)
+        replicated_sq = torch.zeros(1, dtype=torch.float64)
+        for q, g in zip(params, grads):
+            is_sharded = isinstance(q, DTensor) and any(pl.is_shard() for pl in q.placements)
+            (sharded_sq if is_sharded else replicated_sq).add_(g.double().pow(2).sum())
+        dist.all_reduce(sharded_sq, group=tp_group)
+        norm = math.sqrt(sharded_sq.item() + replicated_sq.item())
+        coef = min(1.0, a.clip / (norm + 1e-6))
+        for g in grads:
+            g.mul_(coef)
+        opt.step()
+        total = loss.detach().double().reshape(1).clone()
+        dist.all_reduce(total, group=dp_group)
+        if rank == 0:
+            print(f"peer: step {step + 1} loss {total.item():.9f}", flush=True)
+    seconds = time.perf_counter() - start
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    if rank == 0:  # rank 0 only: workers' stdout lines would interleave
+        print(f"peer: rank {rank} peak_rss_bytes {rss}", flush=True)
+        print(f"peer: tokens_per_s {a.steps * global_tokens / seconds:.1f} step_s {seconds / a.steps:.4f}", flush=True)
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
