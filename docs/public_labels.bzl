@@ -8,6 +8,7 @@ PUBLIC_LABELS = [
     "//lightning/cluster:distributed",
     "//lightning/metrics",
     "//lightning/metrics:metrics_callback",
+    "//lightning/tp",
     "//sharded:sharded_tensor",
     "//sharded:state_dict",
     "//sharded/checkpoint",
