@@ -11,29 +11,37 @@ set -euo pipefail
 
 torch_version=2.15.0  # the newest torch on PyPI (2026-10); see tools/bazel/README.md
 numpy_version=2.3.5   # torch.Tensor.numpy() in the interop tests' Python side
+lightning_version=2.6.6  # pytorch-lightning: the real peer of tests/interop/lightning2_test.sh
+# pytorch-lightning's dependencies, each pinned at what pip resolved for it next
+# to torch $torch_version (2026-12); aiohttp and friends come with fsspec[http].
+lightning_deps=(lightning-utilities==0.15.3 torchmetrics==1.9.0 packaging==26.4 PyYAML==6.0.4 tqdm==4.70.1
+  aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 attrs==26.1.0 frozenlist==1.8.0 idna==3.20
+  multidict==7.2.1 propcache==0.5.4 yarl==1.25.1)
 venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
 python=/usr/bin/python3  # Debian's: python3-venv is in tools/setup.sh's list
 
 check() {
   [ -x "$venv/bin/python" ] && [ -x "$venv/bin/torchrun" ] && [ -e "$venv/libtorch/include/ATen/ATen.h" ] &&
-    "$venv/bin/python" - "$torch_version" "$numpy_version" <<'PY' 2>/dev/null
-import sys, numpy, torch, torch.distributed as dist
+    "$venv/bin/python" - "$torch_version" "$numpy_version" "$lightning_version" <<'PY' 2>/dev/null
+import sys, numpy, torch, torch.distributed as dist, pytorch_lightning
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
 assert numpy.__version__ == sys.argv[2], numpy.__version__
+assert pytorch_lightning.__version__ == sys.argv[3], pytorch_lightning.__version__
 assert dist.is_available() and dist.is_gloo_available()
 PY
 }
 
 if check; then
-  echo "setup: torch $torch_version (numpy $numpy_version) present in $venv"
+  echo "setup: torch $torch_version (numpy $numpy_version, pytorch-lightning $lightning_version) present in $venv"
   exit 0
 fi
 
-echo "setup: installing torch==$torch_version into $venv (the CUDA wheel and its nvidia-* wheels: several GB, once)"
+echo "setup: installing torch==$torch_version and pytorch-lightning==$lightning_version into $venv (the CUDA wheel and its nvidia-* wheels: several GB, once)"
 mkdir -p "$(dirname "$venv")"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version" "numpy==$numpy_version"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version" "numpy==$numpy_version" \
+  "pytorch-lightning==$lightning_version" "${lightning_deps[@]}"
 site=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ln -sfn "$site" "$venv/libtorch"
-check || { echo "setup: torch $torch_version in $venv does not import with Gloo" >&2; exit 1; }
+check || { echo "setup: torch $torch_version in $venv does not import with Gloo (or pytorch-lightning $lightning_version does not import)" >&2; exit 1; }
 echo "setup: torch $torch_version ready; LibTorch at $venv/libtorch"

@@ -5,7 +5,9 @@
     keys) after STEPS of x <- x - LR * x on every floating tensor, computed
     here independently; dtypes, shapes and key order preserved, bit-exact.
   check_export.py lightning ORIGINAL.ckpt EXPORT.ckpt STEPS
-    EXPORT.ckpt must be a Lightning layout {"state_dict", "global_step"} with
+    EXPORT.ckpt must be a Lightning layout {"state_dict", "global_step", and
+    the keys Lightning 2.x resumes from (version, loops, empty optimizer_states
+    and lr_schedulers)} with
     the original's keys, shapes and dtypes, finite values, global_step
     advanced by STEPS, and trained weights.
 Both exports must open with torch.load(..., weights_only=True).
@@ -61,10 +63,16 @@ def main():
         print("plain export: %d tensors as expected" % len(want))
     else:
         want = torch.load(original, weights_only=False)  # our own input file: trusted
-        if set(got) != {"state_dict", "global_step"}:
+        keys = {"state_dict", "global_step", "pytorch-lightning_version", "loops", "optimizer_states", "lr_schedulers"}
+        if set(got) != keys:
             fail("top-level keys %s" % list(got))
         if got["global_step"] != want["global_step"] + steps:
             fail("global_step %s, want %s" % (got["global_step"], want["global_step"] + steps))
+        progress = got["loops"]["fit_loop"]["epoch_loop.automatic_optimization.optim_progress"]
+        if progress["optimizer"]["step"]["total"]["completed"] != got["global_step"]:
+            fail("loops: optimizer steps completed %s, global_step %s" % (progress, got["global_step"]))
+        if got["optimizer_states"] != [] or got["lr_schedulers"] != []:
+            fail("optimizer_states %s, lr_schedulers %s" % (got["optimizer_states"], got["lr_schedulers"]))
         sd, wsd = got["state_dict"], want["state_dict"]
         if sorted(sd) != sorted(wsd):  # the C++ module registers its own order
             fail("state_dict keys %s != %s" % (list(sd), list(wsd)))

@@ -41,7 +41,7 @@ ABSL_FLAG(std::string, prefix, "", "import: prepended to every key; export: only
 ABSL_FLAG(bool, optimizer_states, false, "import (Lightning): also import optimizer_states");
 ABSL_FLAG(bool, global_step, false, "import (Lightning): also import global_step as a [1] I64 tensor");
 ABSL_FLAG(std::string, global_step_key, "global_step", "import: the key global_step goes to (trainer.step for the Trainer)");
-ABSL_FLAG(bool, lightning, false, "export: Lightning's layout {state_dict, global_step} (step from trainer.step or global_step)");
+ABSL_FLAG(bool, lightning, false, "export: a Lightning .ckpt {state_dict, global_step, ...} Lightning 2.x resumes from (step from trainer.step or global_step)");
 
 namespace {
 

@@ -163,6 +163,72 @@ std::string TorchPickleWriter::Finish() {
   return out_;
 }
 
+namespace {
+
+// The keys Lightning 2.x's Trainer.fit(ckpt_path=...) needs besides
+// state_dict (items of the open top-level dict):
+//  - "pytorch-lightning_version": the checkpoint format the file follows,
+//    2.0.0 (the loop key names below are 2.0's); a later Lightning migrates it.
+//  - "loops": the fit loop's progress, from which Lightning takes its
+//    global_step (optimizer steps completed, automatic optimization) and the
+//    logger step (_batches_that_stepped); every other counter starts at 0.
+//  - "optimizer_states", "lr_schedulers": empty lists, so the optimizers and
+//    schedulers start fresh (without the keys Lightning refuses the file).
+void WriteLightningResumeKeys(TorchPickleWriter& pickle, int64_t global_step) {
+  pickle.String("pytorch-lightning_version");
+  pickle.String("2.0.0");
+  pickle.String("loops");
+  pickle.EmptyDict();
+  pickle.Mark();
+  pickle.String("fit_loop");
+  pickle.EmptyDict();
+  pickle.Mark();
+  pickle.String("epoch_loop.state_dict");
+  pickle.EmptyDict();
+  pickle.Mark();
+  pickle.String("_batches_that_stepped");
+  pickle.Int(global_step);
+  pickle.SetItems();
+  pickle.String("epoch_loop.automatic_optimization.optim_progress");
+  pickle.EmptyDict();
+  pickle.Mark();
+  pickle.String("optimizer");
+  pickle.EmptyDict();
+  pickle.Mark();
+  pickle.String("step");  // {total: {ready, completed}, current: {}}
+  pickle.EmptyDict();
+  pickle.Mark();
+  pickle.String("total");
+  pickle.EmptyDict();
+  pickle.Mark();
+  pickle.String("ready");
+  pickle.Int(global_step);
+  pickle.String("completed");
+  pickle.Int(global_step);
+  pickle.SetItems();
+  pickle.String("current");
+  pickle.EmptyDict();
+  pickle.SetItems();
+  pickle.String("zero_grad");  // {total: {}, current: {}}
+  pickle.EmptyDict();
+  pickle.Mark();
+  pickle.String("total");
+  pickle.EmptyDict();
+  pickle.String("current");
+  pickle.EmptyDict();
+  pickle.SetItems();
+  pickle.SetItems();  // optimizer
+  pickle.SetItems();  // optim_progress
+  pickle.SetItems();  // fit_loop
+  pickle.SetItems();  // loops
+  pickle.String("optimizer_states");
+  pickle.EmptyList();
+  pickle.String("lr_schedulers");
+  pickle.EmptyList();
+}
+
+}  // namespace
+
 absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::string& out_path,
                                              const ExportOptions& options) {
   SL_ASSIGN_OR_RETURN(auto reader, OpenCheckpointForRead(dir));
@@ -215,8 +281,10 @@ absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::
   }
   pickle.SetItems();
   if (options.lightning) {
+    const int64_t global_step = report.global_step.value_or(0);
     pickle.String("global_step");
-    pickle.Int(report.global_step.value_or(0));
+    pickle.Int(global_step);
+    WriteLightningResumeKeys(pickle, global_step);
     pickle.SetItems();
   }
   const std::string bytes = pickle.Finish();

@@ -2,7 +2,10 @@
 // (PyTorch >= 1.6 zip format; also under torch.load(..., weights_only=True)):
 // a dict of key -> tensor, every tensor whole, dtypes and shapes preserved;
 // or, with `lightning`, PyTorch Lightning's layout
-// {"state_dict": {...}, "global_step": N}.
+// {"state_dict": {...}, "global_step": N} plus what Lightning 2.x's
+// Trainer.fit(ckpt_path=...) needs to resume from it: "pytorch-lightning_version"
+// "2.0.0", "loops" (the fit loop's optimizer-step and logger-step counters at
+// N) and empty "optimizer_states" and "lr_schedulers" (they start fresh).
 //
 // Memory: one full tensor at a time (plus the reader's buffer): the zip
 // writer takes each storage record in one piece, so the largest tensor is
