@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Hostile and broken DCP checkpoints (a directory real torch wrote, damaged by
 # dcp_damage.py): every ckpt command that reads ends in a clear error naming
-# the file or key, within a time limit and a memory budget, and a load
-# changes nothing. A class outside DCP's metadata is refused without running.
+# the file or key, within a time limit and a memory budget (the tool's
+# footprint on the undamaged checkpoint + 64 MiB). A class outside DCP's metadata is refused without running.
 ckpt="$1"; damage="$2"; peer_save="$3"
 source "$(dirname "$0")/dcp_lib.sh" "$4" dcph || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
 torchrun_py 4 "$peer_save" "$tmp/good" "$tmp/ref.pt" "$tmp/values.txt" >"$tmp/save.log" 2>&1 || { cat "$tmp/save.log"; fail "dcp.save"; }
-"$ckpt" verify "$tmp/good" >/dev/null || fail "the undamaged checkpoint does not verify"
+/usr/bin/time -f "%M" -o "$tmp/rss" "$ckpt" verify "$tmp/good" >/dev/null || fail "the undamaged checkpoint does not verify"
 rm -f /tmp/dcp_damage_pwned
-budget_kb=$((400 * 1024))  # the tool's own baseline is ~160 MB
+# The tool's own footprint with this LibTorch (~160 MB with 1.13, more with the
+# 2.x CUDA wheel), measured on the undamaged checkpoint, plus 64 MiB.
+budget_kb=$(($(tail -1 "$tmp/rss") + 64 * 1024))
 # case  commands  text the error must hold (inspect reads .metadata only)
 while read -r case cmds want; do
   d="$tmp/$case"
