@@ -24,6 +24,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "tools/bench/checkpoint_series.h"
+#include "tools/bench/dcp_compare_table.h"
 #include "tools/bench/svg_chart.h"
 #include "tools/flags/strict_flags.h"
 
@@ -39,6 +40,11 @@ ABSL_FLAG(int, world_tensors, 2000, "tensor count of the world-size series");
 ABSL_FLAG(int, scale, 8, "multiplies the rows of every tensor (21 KiB average at 8)");
 ABSL_FLAG(bool, drop_cache, false, "evict the files from the page cache before each read");
 ABSL_FLAG(int, repeats, 2, "times each phase runs; the best time is reported");
+ABSL_FLAG(std::string, compare, "",
+          "instead of measuring: tools/bench/dcp_compare.sh's results TSV, written up as OUT/dcp_compare.md and "
+          "OUT/dcp_compare_{size,count}.svg");
+ABSL_FLAG(std::string, compare_bytes, "", "with --compare: its workloads' sizes (\"bytes WORKLOAD N\" lines)");
+ABSL_FLAG(int, compare_threads, 1, "with --compare: the DCP thread_count of the run (for the report's text)");
 
 namespace {
 
@@ -102,6 +108,23 @@ bool WriteText(const std::filesystem::path& path, const std::string& text) {
   return true;
 }
 
+// The DCP comparison's table and charts, from dcp_compare.sh's figures.
+int WriteCompare(const std::filesystem::path& dir) {
+  auto report = bench::BuildDcpCompareReport(
+      {absl::GetFlag(FLAGS_compare), absl::GetFlag(FLAGS_compare_bytes), absl::GetFlag(FLAGS_compare_threads)});
+  if (!report.ok()) {
+    std::cerr << "checkpoint_report: " << report.status() << "\n";
+    return 1;
+  }
+  std::cout << report->text;
+  if (!WriteText(dir / "dcp_compare.md", report->markdown) || !WriteText(dir / "dcp_compare_size.svg", report->size_svg) ||
+      !WriteText(dir / "dcp_compare_count.svg", report->count_svg)) {
+    return 1;
+  }
+  std::cout << "wrote " << (dir / "dcp_compare.md").string() << " and two SVG charts\n";
+  return 0;
+}
+
 int Run() {
   const std::string out = absl::GetFlag(FLAGS_out);
   std::vector<int> tensors, worlds;
@@ -119,6 +142,7 @@ int Run() {
     std::cerr << "checkpoint_report: cannot create " << out << ": " << ec.message() << "\n";
     return 1;
   }
+  if (!absl::GetFlag(FLAGS_compare).empty()) return WriteCompare(out);
   at::set_num_threads(1);
   bench::SeriesConfig config;
   config.dir = absl::GetFlag(FLAGS_dir);
