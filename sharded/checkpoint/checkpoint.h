@@ -84,6 +84,10 @@ struct SaveOptions {
 
 struct SaveStats {
   int64_t bytes_written = 0;  // this rank's data file
+  // Wall time on this rank: writing and syncing its data file, and the rest
+  // (planning, the agreements, the commit): the metadata's cost apart.
+  double data_seconds = 0;
+  double metadata_seconds = 0;
 };
 
 // Collective. Fails on every rank with the same error (naming the failing
@@ -134,6 +138,10 @@ struct LoadStats {
   int64_t index_bytes_read = 0;
   int64_t bytes_loaded = 0;  // written into this rank's destination tensors
   int files_opened = 0;
+  // Wall time on this rank: reading (and verifying) the bytes it loads, and
+  // the rest (the index, the plan, the agreements).
+  double data_seconds = 0;
+  double metadata_seconds = 0;
   // The state dict's keys nothing was loaded into, and the selected
   // checkpoint keys (as the index names them) that were not loaded; sorted.
   std::vector<std::string> missing_keys;

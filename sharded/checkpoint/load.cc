@@ -1,5 +1,6 @@
 // LoadCheckpoint: plan and check everything, agree, read, agree.
 #include <algorithm>
+#include <chrono>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
@@ -236,6 +237,9 @@ absl::Status CopyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops, E
 absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::ProcessGroup& pg,
                             const LoadOptions& options, LoadStats* stats) {
   const std::string what = absl::StrCat("checkpoint load from '", dir, "'");
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point started = Clock::now();
+  Clock::duration data_time{};
   // Every rank-local phase runs through NoThrow: a rank that threw would skip
   // the next agreement and leave its peers waiting for it.
 
@@ -266,12 +270,17 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
     stats->files_opened = reader->files_opened();
     stats->missing_keys = keys.missing_keys;
     stats->unexpected_keys = keys.unexpected_keys;
+    stats->data_seconds = std::chrono::duration<double>(data_time).count();
+    stats->metadata_seconds = std::chrono::duration<double>(Clock::now() - started - data_time).count();
   };
 
   // Step 3 (verify_before_write): every rank checks every block it will
   // read, and no rank writes unless all are sound.
   if (options.verify_before_write) {
-    const absl::Status s = Agree(pg, NoThrow([&] { return VerifyAll(*reader, ops, entries); }), what);
+    const Clock::time_point verify_started = Clock::now();
+    absl::Status verified = NoThrow([&] { return VerifyAll(*reader, ops, entries); });
+    data_time += Clock::now() - verify_started;
+    const absl::Status s = Agree(pg, verified, what);
     if (!s.ok()) {
       report();
       return s;
@@ -279,11 +288,14 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   }
 
   // Step 4: read into the destinations, checking every block.
+  const Clock::time_point copy_started = Clock::now();
   mine = NoThrow([&] { return CopyAll(*reader, ops, entries); });
-  report();
+  data_time += Clock::now() - copy_started;
 
   // Step 5: every rank returns the same outcome.
-  return Agree(pg, mine, what);
+  const absl::Status done = Agree(pg, mine, what);
+  report();
+  return done;
 }
 
 bool HasCommittedCheckpoint(const std::string& dir, Storage* storage) {

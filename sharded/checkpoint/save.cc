@@ -1,4 +1,5 @@
 // SaveCheckpoint: write, agree, rename, commit. One comment per protocol step.
+#include <chrono>
 #include <map>
 #include <set>
 #include <utility>
@@ -296,6 +297,7 @@ absl::Status SaveCheckpoint(const StateDict& state_dict, const std::string& dir,
 absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>& plan, const std::string& dir,
                      c10d::ProcessGroup& pg, const SaveOptions& options, EntryByteSource* source, SaveStats* stats) {
   const int rank = pg.getRank();
+  const auto started = std::chrono::steady_clock::now();
   Storage& storage = StorageOrPosix(options.storage.get());
   const std::string what = absl::StrCat("checkpoint save to '", dir, "'");
   if (options.checksum_block_bytes < kMinBlockBytes || options.checksum_block_bytes > kMaxBlockBytes) {
@@ -326,6 +328,7 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
   RemoveOnExit guard(storage);
   int64_t bytes_written = 0;
   std::string payload;
+  const auto data_started = std::chrono::steady_clock::now();
   mine = NoThrow([&]() -> absl::Status {
     DataFileOptions file_options;
     file_options.block_bytes = options.checksum_block_bytes;
@@ -341,6 +344,7 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
     payload = RecordsPayload(final_name, written, *plan);
     return absl::OkStatus();
   });
+  const std::chrono::duration<double> data_time = std::chrono::steady_clock::now() - data_started;
 
   // Step 3: ranks agree every file is durable and share their shard records.
   SL_ASSIGN_OR_RETURN(const std::vector<std::string> records, AgreeAndGather(pg, {mine, 0, payload}, context));
@@ -363,7 +367,12 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
 
   // Step 6: every rank returns rank 0's outcome.
   absl::Status done = Agree(pg, mine, what);
-  if (done.ok() && stats != nullptr) stats->bytes_written = bytes_written;
+  if (done.ok() && stats != nullptr) {
+    stats->bytes_written = bytes_written;
+    stats->data_seconds = data_time.count();
+    stats->metadata_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() - data_time.count();
+  }
   return done;
 }
 

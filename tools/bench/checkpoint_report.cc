@@ -45,6 +45,7 @@ ABSL_FLAG(std::string, compare, "",
           "OUT/dcp_compare_{size,count}.svg");
 ABSL_FLAG(std::string, compare_bytes, "", "with --compare: its workloads' sizes (\"bytes WORKLOAD N\" lines)");
 ABSL_FLAG(int, compare_threads, 1, "with --compare: the DCP thread_count of the run (for the report's text)");
+ABSL_FLAG(int, compare_world, 4, "with --compare: the run's world size (for the report's text)");
 
 namespace {
 
@@ -111,7 +112,8 @@ bool WriteText(const std::filesystem::path& path, const std::string& text) {
 // The DCP comparison's table and charts, from dcp_compare.sh's figures.
 int WriteCompare(const std::filesystem::path& dir) {
   auto report = bench::BuildDcpCompareReport(
-      {absl::GetFlag(FLAGS_compare), absl::GetFlag(FLAGS_compare_bytes), absl::GetFlag(FLAGS_compare_threads)});
+      {absl::GetFlag(FLAGS_compare), absl::GetFlag(FLAGS_compare_bytes), absl::GetFlag(FLAGS_compare_threads),
+       absl::GetFlag(FLAGS_compare_world)});
   if (!report.ok()) {
     std::cerr << "checkpoint_report: " << report.status() << "\n";
     return 1;

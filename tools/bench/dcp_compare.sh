@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # PyTorch's torch.distributed.checkpoint (DCP) and shardlight's checkpoint on
 # the same work, the same disk, in one run, alternating (which side goes first
-# flips every round, so noise hits both): torchrun W=4 processes over Gloo on
+# flips every round, so noise hits both): torchrun W=4 processes (--world) over Gloo on
 # CPU for both, the workload of dcp_compare_peer.py / dcp_compare_rank.cc.
-# Figures: save, load (page cache kept and dropped), resharding load 4 -> 3,
+# Figures: save, load (page cache kept and dropped), resharding load W -> W-1,
 # async save's blocking time and total; beside them the baselines from the
 # same job (plain write+fsync, plain read, pread + CRC32C, one copy into
 # resident memory). Prints every figure and its ratio, then writes the table
@@ -11,6 +11,8 @@
 #
 #   bash tools/bench/dcp_compare.sh [--out=DIR] [--dir=SCRATCH] [--rounds=N] [--repeats=R]
 #        [--workloads=size:0.1,size:0.5,size:2,count:1000,count:10000,count:100000] [--dcp_threads=T]
+#        [--world=W]   (default 4; the resharding load runs at W-1; --world=16 --workloads=count:100000
+#                       --rounds=1 --repeats=1 is the scale run)
 #
 # Needs the torch 2.x environment of tools/setup.sh --torch2 (Python torch for
 # DCP; shardlight is built against the same LibTorch, -c opt --config=torch2).
@@ -24,6 +26,7 @@ rounds=2
 repeats=2
 workloads=size:0.1,size:0.5,size:2,count:1000,count:10000,count:100000
 dcp_threads=1
+world=4
 for arg in "$@"; do
   case "$arg" in
     --out=*) out=${arg#--out=} ;;
@@ -32,12 +35,14 @@ for arg in "$@"; do
     --repeats=*) repeats=${arg#--repeats=} ;;
     --workloads=*) workloads=${arg#--workloads=} ;;
     --dcp_threads=*) dcp_threads=${arg#--dcp_threads=} ;;
+    --world=*) world=${arg#--world=} ;;
     *) echo "dcp_compare: unknown argument '$arg' (see the comment at the top of $0)" >&2; exit 2 ;;
   esac
 done
 for n in "$rounds" "$repeats" "$dcp_threads"; do
   [[ "$n" =~ ^[1-9][0-9]?$ ]] || { echo "dcp_compare: --rounds, --repeats and --dcp_threads take 1..99" >&2; exit 2; }
 done
+[[ "$world" =~ ^[0-9]+$ ]] && ((world >= 2 && world <= 64)) || { echo "dcp_compare: --world takes 2..64" >&2; exit 2; }
 torch_version=$(sed -n 's/^torch_version=\([0-9.]*\).*/\1/p' tools/setup_torch2.sh)
 venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
 [ -x "$venv/bin/torchrun" ] || { echo "dcp_compare: no torch $torch_version at $venv: run bash tools/setup.sh --torch2" >&2; exit 2; }
@@ -84,7 +89,7 @@ for workload in "${list[@]}"; do
   for ((round = 1; round <= rounds; round++)); do
     if ((round % 2)); then order=(dcp shardlight); else order=(shardlight dcp); fi
     for phase in w4 w3; do
-      w=4; [ "$phase" = w3 ] && w=3
+      w=$world; [ "$phase" = w3 ] && w=$((world - 1))
       for side in "${order[@]}"; do
         echo "dcp_compare: $workload round $round: $side $phase" >&2
         bytes=$(run_side "$side" "$w" "$phase" "$workload")
@@ -101,6 +106,7 @@ for workload in "${list[@]}"; do
 done
 
 # Best of every round per figure, each row with its ratios.
-"$report_bin" --compare="$results" --compare_bytes="$out/bytes.txt" --compare_threads="$dcp_threads" --out="$out"
+"$report_bin" --compare="$results" --compare_bytes="$out/bytes.txt" --compare_threads="$dcp_threads" \
+  --compare_world="$world" --out="$out"
 rm -f "$out/bytes.txt"
 echo "dcp_compare: table and charts in $out (checkpoint_report.md, dcp_compare_*.svg); raw figures $results" >&2

@@ -122,6 +122,30 @@ def drop_cache(path):
             os.close(fd)
 
 
+class TimedWriter(dcp.FileSystemWriter):
+    """FileSystemWriter that adds up the time spent writing the data."""
+    data_seconds = 0.0
+
+    def write_data(self, plan, planner):
+        start = time.perf_counter()
+        future = super().write_data(plan, planner)
+        future.wait()
+        TimedWriter.data_seconds += time.perf_counter() - start
+        return future
+
+
+class TimedReader(dcp.FileSystemReader):
+    """FileSystemReader that adds up the time spent reading the data."""
+    data_seconds = 0.0
+
+    def read_data(self, plan, planner):
+        start = time.perf_counter()
+        future = super().read_data(plan, planner)
+        future.wait()
+        TimedReader.data_seconds += time.perf_counter() - start
+        return future
+
+
 def timed(body, before=None):
     if before is not None and dist.get_rank() == 0:
         before()
@@ -151,23 +175,34 @@ def main():
         results[name] = min(results.get(name, float("inf")), seconds)
 
     def load(state):
-        dcp.load(state, storage_reader=dcp.FileSystemReader(ckpt))
+        dcp.load(state, storage_reader=TimedReader(ckpt))
+
+    def split(name, total, cls):
+        """Rank 0's data time of the last run beside the rest (planning, metadata exchange)."""
+        best(f"{name}_data", cls.data_seconds)
+        best(f"{name}_metadata", total - cls.data_seconds)
+        cls.data_seconds = 0.0
 
     if args.phase == "w4":
         state = build(args.workload, mesh, fill=True)
         if rank == 0:
             print(f"BYTES {sum(dist_bytes(state, world))}", flush=True)
         for _ in range(args.repeats):
-            best("save", timed(lambda: dcp.save(state, storage_writer=dcp.FileSystemWriter(
-                ckpt, thread_count=args.threads, sync_files=True, overwrite=True))))
+            seconds = timed(lambda: dcp.save(state, storage_writer=TimedWriter(
+                ckpt, thread_count=args.threads, sync_files=True, overwrite=True)))
+            best("save", seconds)
+            split("save", seconds, TimedWriter)
         target = build(args.workload, mesh, fill=False)
         for _ in range(args.repeats):
             zero(target)
-            best("load_warm", timed(lambda: load(target)))
+            seconds = timed(lambda: load(target))
+            best("load_warm", seconds)
+            split("load", seconds, TimedReader)
             check(args.workload, mesh, target)
         for _ in range(args.repeats):
             zero(target)
             best("load_cold", timed(lambda: load(target), before=lambda: drop_cache(ckpt)))
+            TimedReader.data_seconds = 0.0
             check(args.workload, mesh, target)
         del target
         # async_save on its own Gloo group, as DCP's docs advise, so that its
@@ -192,6 +227,7 @@ def main():
         for _ in range(args.repeats):
             zero(target)
             best("reshard_load", timed(lambda: load(target)))
+            TimedReader.data_seconds = 0.0
             check(args.workload, mesh, target)
     if rank == 0:
         for name, seconds in results.items():

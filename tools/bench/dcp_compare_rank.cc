@@ -17,7 +17,9 @@
 // checkpoint loaded by W ranks (resharding) beside a plain read of each
 // rank's new bytes. Rank 0 prints "RESULT shardlight|plain <metric> <s>"
 // (best of --repeats) and "BYTES <n>"; every load is checked element by
-// element after its timing.
+// element after its timing. Save and warm load also print rank 0's split of
+// its time: data (writing / reading the bytes) and metadata (the rest: plan,
+// agreements, index).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <fcntl.h>
@@ -284,7 +286,11 @@ absl::Status RunW4(lightning::cluster::DistributedContext& job, const std::vecto
   std::vector<char> scratch;
   for (int r = 0; r < repeats; ++r) {
     SL_RETURN_IF_ERROR(phases.Time("plain.write_fsync", [&] { return WriteFile(plain, mine, true); }));
-    SL_RETURN_IF_ERROR(phases.Time("shardlight.save", [&] { return ckpt::SaveCheckpoint(state, ckpt_dir, *pg); }));
+    ckpt::SaveStats stats;
+    SL_RETURN_IF_ERROR(
+        phases.Time("shardlight.save", [&] { return ckpt::SaveCheckpoint(state, ckpt_dir, *pg, {}, &stats); }));
+    phases.Record("shardlight.save_metadata", stats.metadata_seconds);
+    phases.Record("shardlight.save_data", stats.data_seconds);
   }
   // One copy into memory already resident: what an async save must at least
   // cost the caller.
@@ -309,7 +315,11 @@ absl::Status RunW4(lightning::cluster::DistributedContext& job, const std::vecto
     SL_RETURN_IF_ERROR(phases.Time("plain.read_warm", [&] { return ReadFile(plain, scratch, false); }));
     SL_RETURN_IF_ERROR(phases.Time("plain.read_crc_warm", [&] { return ReadFile(data_file, scratch, true); }));
     Zero(target, specs);
-    SL_RETURN_IF_ERROR(phases.Time("shardlight.load_warm", [&] { return ckpt::LoadCheckpoint(target, ckpt_dir, *pg); }));
+    ckpt::LoadStats stats;
+    SL_RETURN_IF_ERROR(phases.Time("shardlight.load_warm",
+                                   [&] { return ckpt::LoadCheckpoint(target, ckpt_dir, *pg, {}, &stats); }));
+    phases.Record("shardlight.load_metadata", stats.metadata_seconds);
+    phases.Record("shardlight.load_data", stats.data_seconds);
     SL_RETURN_IF_ERROR(Check(target, specs, rank));
   }
   for (int r = 0; r < repeats; ++r) {

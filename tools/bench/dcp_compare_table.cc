@@ -29,9 +29,13 @@ constexpr Figure kFigures[] = {
     {"save (fsync)", "save", "write_fsync", "write+fsync"},
     {"load, cache kept", "load_warm", "read_crc_warm", "pread+CRC32C"},
     {"load, cache dropped", "load_cold", "read_cold", "read, cold"},
-    {"resharding load 4->3", "reshard_load", "reshard_read_warm", "read"},
+    {"resharding load", "reshard_load", "reshard_read_warm", "read"},
     {"async save, blocking", "async_block", "copy_resident", "one copy"},
     {"async save, total", "async_total", "", ""},
+    {"save: metadata part", "save_metadata", "", ""},
+    {"save: data part", "save_data", "", ""},
+    {"load: metadata part", "load_metadata", "", ""},
+    {"load: data part", "load_data", "", ""},
 };
 
 struct Workload {
@@ -134,20 +138,23 @@ absl::StatusOr<DcpCompareReport> BuildDcpCompareReport(const DcpCompareInput& in
       "# shardlight against PyTorch DCP\n\n"
       "The same state dict saved and loaded by `torch.distributed.checkpoint` (FileSystemWriter/Reader, thread_count ",
       input.dcp_threads,
-      ", fsync) and by shardlight, each as a torchrun job of 4 processes over Gloo on CPU, on the same disk, in one "
-      "run, alternating. Even tensors row-sharded (DTensor Shard(0) / ShardedTensor), odd ones dense. Best of the "
+      ", fsync) and by shardlight, each as a torchrun job of ", input.world,
+      " processes over Gloo on CPU (the resharding load: ", input.world - 1,
+      " processes), on the same disk, in one run, alternating. Even tensors row-sharded (DTensor Shard(0) / ShardedTensor), odd ones dense. Best of the "
       "runs. x DCP = DCP's time / shardlight's; x baseline = the baseline's time / shardlight's (the same job's plain "
-      "I/O of the same bytes; for the async blocking time, one copy of the rank's bytes into resident memory).\n\n"
+      "I/O of the same bytes; for the async blocking time, one copy of the rank's bytes into resident memory). The "
+      "metadata and data parts are rank 0's: reading or writing the bytes, and the rest (planning, the metadata "
+      "exchange, the index).\n\n"
       "![save and load throughput](dcp_compare_size.svg) ![time per tensor](dcp_compare_count.svg)\n\n"
       "| workload | MiB | figure | DCP s | shardlight s | x DCP | baseline | baseline s | x baseline | targets |\n"
       "|---|---:|---|---:|---:|---:|---|---:|---:|---|\n");
   std::string text = absl::StrFormat("%-13s %9s %-22s %9s %9s %7s %-14s %9s %7s  %s\n", "workload", "MiB", "figure",
                                      "DCP s", "ours s", "x DCP", "baseline", "base s", "x base", "targets");
-  Chart size{"Save and load throughput (W=4 processes)", "checkpoint GiB", "GiB/s (all ranks)", true, {}};
+  Chart size{absl::StrCat("Save and load throughput (W=", input.world, " processes)"), "checkpoint GiB", "GiB/s (all ranks)", true, {}};
   size.series = {{"shardlight save", "#1f77b4", false, {}}, {"DCP save", "#1f77b4", true, {}},
                  {"shardlight load", "#d62728", false, {}}, {"DCP load", "#d62728", true, {}},
                  {"pread+CRC32C", "#7f7f7f", true, {}}};
-  Chart count{"Time per tensor (W=4 processes, 2.6 KiB tensors)", "tensors", "microseconds per tensor", true, {}};
+  Chart count{absl::StrCat("Time per tensor (W=", input.world, " processes, 2.6 KiB tensors)"), "tensors", "microseconds per tensor", true, {}};
   count.series = {{"shardlight save", "#1f77b4", false, {}}, {"DCP save", "#1f77b4", true, {}},
                   {"shardlight load", "#d62728", false, {}}, {"DCP load", "#d62728", true, {}}};
   for (const Workload& w : workloads) {

@@ -15,6 +15,7 @@ struct DcpCompareInput {
   std::string results_tsv;  // "workload\tsystem\tmetric\tseconds" lines, a header first
   std::string bytes_file;   // "bytes <workload> <n>" lines
   int dcp_threads = 1;      // FileSystemWriter/Reader thread_count of the run
+  int world = 4;            // processes of the run (its resharding load: world - 1)
 };
 
 struct DcpCompareReport {
