@@ -17,6 +17,7 @@
 #include "lightning/tp/tp_collectives.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/checkpoint.h"
+#include "sharded/mesh/mesh_checkpoint.h"
 #include "sharded/no_throw.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/stable_hash.h"
@@ -58,6 +59,22 @@ absl::Status Resume(GptModel& model, tp::MeshAdamW& adam, at::Tensor& step, cons
   return adam.CompleteLoad();
 }
 
+// Collective: this step's gradients (mesh tensors of their parameters'
+// layouts) as the checkpoint `dir`.
+absl::Status SaveGrads(const tp::MeshParams& params, const std::string& dir, c10d::ProcessGroup& world) {
+  at::NoGradGuard no_grad;
+  std::vector<sharded::mesh::MeshTensor> grads;
+  grads.reserve(params.size());
+  sharded::StateDict dict;
+  for (const auto& [key, p] : params) {
+    grads.push_back(p->EmptyLike());
+    grads.back().local().copy_(p->local().grad());
+    SL_ASSIGN_OR_RETURN(sharded::ShardedTensor view, sharded::mesh::ViewForSave(grads.back()));
+    SL_RETURN_IF_ERROR(dict.Insert("grad." + key, std::move(view)));
+  }
+  return sharded::checkpoint::SaveCheckpoint(dict, dir, world);
+}
+
 int64_t PeakRssBytes() {
   struct rusage usage {};
   getrusage(RUSAGE_SELF, &usage);
@@ -80,6 +97,9 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (setup.ok() && o.batch < o.mesh_shape[0]) {
     setup = absl::InvalidArgumentError(
         absl::StrCat("a global batch of ", o.batch, " cannot be split over ", o.mesh_shape[0], " data-parallel ranks"));
+  }
+  if (setup.ok() && o.grads_steps > 0 && o.grads_dir.empty()) {
+    setup = absl::InvalidArgumentError("saving the gradients of the first steps needs a directory (grads_dir)");
   }
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 
@@ -122,6 +142,9 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
       loss = model->TokenLosses(ids, targets).sum() / global_tokens;
       loss.backward();
       SL_RETURN_IF_ERROR(tp::AllreduceDataParallelGrads(tpm, params));
+      if (s - result.start_step < o.grads_steps) {
+        SL_RETURN_IF_ERROR(SaveGrads(params, absl::StrCat(o.grads_dir, "/step", s + 1), world));
+      }
       SL_RETURN_IF_ERROR(tp::ClipGradNorm(tpm, params, o.clip_norm).status());
       adam->Step();
       return absl::OkStatus();

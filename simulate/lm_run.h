@@ -11,7 +11,8 @@
 // not 2-d or does not match the world, a model the TP size does not fit
 // (CheckGptOptions), a global batch smaller than the DP size; NotFound /
 // InvalidArgument for a missing or empty corpus; the checkpoint's error
-// (naming the key) for a checkpoint of another model shape.
+// (naming the key) for a checkpoint of another model shape; InvalidArgument
+// for grads_steps > 0 without grads_dir.
 #ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
 #define SHARDLIGHT_SIMULATE_LM_RUN_H_
 
@@ -46,6 +47,11 @@ struct LmJobOptions {
   bool resume = true;  // load checkpoint_dir's committed checkpoint first
   int64_t eval_batches = 2;  // held-out batches (data_seed + 1) for perplexity
   int64_t log_every = 0;     // rank 0 prints a line every this many steps
+  // Parity debugging: the gradients of the first grads_steps steps trained
+  // (summed over DP, before clipping) are saved as checkpoints
+  // grads_dir/step<K> (K the global step), keys "grad.<parameter>".
+  std::string grads_dir;
+  int64_t grads_steps = 0;
   std::ostream* log = nullptr;
 };
 
