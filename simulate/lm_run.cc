@@ -17,6 +17,8 @@
 #include "lightning/tp/tp_collectives.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
+#include "sharded/checkpoint/storage/storage.h"
 #include "sharded/mesh/mesh_checkpoint.h"
 #include "sharded/no_throw.h"
 #include "sharded/sharding_spec.h"
@@ -41,6 +43,9 @@ absl::StatusOr<sharded::StateDict> SaveDict(GptModel& model, tp::MeshAdamW& adam
 
 // Loads `dir` into model, optimizer and step (collective), as the Trainer
 // resumes: fresh tensors of the model's layout reach it through its load hooks.
+// A DCP directory loads the same way (LoadCheckpoint reads its .metadata):
+// strict, so it must hold exactly these keys, and every rank gets the error
+// naming the missing and the unexpected ones.
 absl::Status Resume(GptModel& model, tp::MeshAdamW& adam, at::Tensor& step, const std::string& dir,
                     c10d::ProcessGroup& world) {
   SL_ASSIGN_OR_RETURN(sharded::StateDict current, lightning::StateDictOf(model));
@@ -114,13 +119,22 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   LmRankResult result;
   at::Tensor step = at::zeros({1}, at::kLong);
   const bool checkpoints = !o.checkpoint_dir.empty();
-  const bool found = checkpoints && o.resume && sharded::checkpoint::HasCommittedCheckpoint(o.checkpoint_dir);
-  SL_RETURN_IF_ERROR(sharded::AgreeOn(world, sharded::StableHash(found ? "found" : "none"),
+  // Our own checkpoint first; else a PyTorch DCP one (its .metadata) under our keys.
+  const bool own = checkpoints && o.resume && sharded::checkpoint::HasCommittedCheckpoint(o.checkpoint_dir);
+  result.resumed_from_dcp = checkpoints && o.resume && !own &&
+                            sharded::checkpoint::dcp::IsDcpCheckpoint(o.checkpoint_dir, sharded::checkpoint::PosixStorage());
+  const bool found = own || result.resumed_from_dcp;
+  SL_RETURN_IF_ERROR(sharded::AgreeOn(world, sharded::StableHash(own ? "own" : found ? "dcp" : "none"),
                                       {absl::StrCat("LM checkpoint lookup in ", o.checkpoint_dir),
-                                       "whether a committed checkpoint is there"}));
+                                       "which committed checkpoint is there (shardlight's, PyTorch DCP or none)"}));
   if (found) {
     SL_RETURN_IF_ERROR(Resume(*model, *adam, step, o.checkpoint_dir, world));
     result.start_step = step[0].item<int64_t>();
+    if (o.log != nullptr && ctx.rank == 0) {
+      *o.log << absl::StrFormat("lm: resumed at step %d from the %s checkpoint in %s\n", result.start_step,
+                                own ? "shardlight" : "PyTorch DCP", o.checkpoint_dir)
+             << std::flush;
+    }
   }
   auto save = [&](int64_t done) -> absl::Status {
     step.fill_(done);

@@ -44,7 +44,12 @@ struct LmJobOptions {
   // -1: after the last step. A run that resumed at this step does not save
   // it again.
   int64_t save_at = -1;
-  bool resume = true;  // load checkpoint_dir's committed checkpoint first
+  // Load checkpoint_dir's committed checkpoint first: shardlight's own, else
+  // a PyTorch DCP checkpoint (torch.distributed.checkpoint.save) holding
+  // exactly the keys shardlight saves -- "model.<parameter>",
+  // "optimizer.<parameter>.exp_avg" and ".exp_avg_sq", "optimizer.step" and
+  // "trainer.step" (int64 [1]), as tools/lm/lm_peer.py --dcp_dir writes.
+  bool resume = true;
   int64_t eval_batches = 2;  // held-out batches (data_seed + 1) for perplexity
   int64_t log_every = 0;     // rank 0 prints a line every this many steps
   // Parity debugging: the gradients of the first grads_steps steps trained
@@ -57,6 +62,7 @@ struct LmJobOptions {
 
 struct LmRankResult {
   int64_t start_step = 0;      // the resumed step (0: fresh)
+  bool resumed_from_dcp = false;  // the resumed checkpoint was a PyTorch DCP one
   std::vector<double> losses;  // global loss of each step trained
   double eval_perplexity = 0;  // exp(mean token loss) on the held-out batches
   double seconds = 0;          // training loop wall time

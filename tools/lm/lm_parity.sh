@@ -10,7 +10,7 @@
 #
 # Usage: lm_parity.sh TRAIN_BIN CKPT_BIN PEER_SH MESH STEPS [OUT_DIR] [-- MODEL FLAGS]
 #   MODEL FLAGS: --dim=N --heads=N --layers=N --context=N --mlp=N --batch=N
-#   (passed to both sides). Env: STEP1_TOL (1e-5), CURVE_TOL (1e-3), THREADS (1),
+#   (passed to both sides); --dtypes=A,B and --grads=N set DTYPES and GRADS. Env: STEP1_TOL (1e-5), CURVE_TOL (1e-3), THREADS (1),
 #   DTYPES ("float32"; e.g. "float32 float64"), CURVE_DTYPES (the dtypes whose
 #   curve must be within CURVE_TOL; default: all of DTYPES -- the others' largest
 #   difference is reported, and only their step 1 checked), GRADS (0; N: also
@@ -25,37 +25,19 @@ out=""
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then out=$1; shift; fi
 [ -n "$out" ] || out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/lm_parity.XXXXXX")
 [ "${1:-}" = "--" ] && shift
-model=("$@")
+model=()
+for f in "$@"; do  # --dtypes=A,B and --grads=N: as DTYPES and GRADS
+  case $f in --dtypes=*) DTYPES=${f#*=}; DTYPES=${DTYPES//,/ } ;; --grads=*) GRADS=${f#*=} ;; *) model+=("$f") ;; esac
+done
 here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
-# shellcheck source=/dev/null
-source "$peer_sh"
+source "$here/lm_lib.sh" "$peer_sh" "$out/logs"
 step1_tol=${STEP1_TOL:-1e-5}; curve_tol=${CURVE_TOL:-1e-3}; threads=${THREADS:-1}
 dtypes=${DTYPES:-float32}; curve_dtypes=${CURVE_DTYPES:-$dtypes}; grads=${GRADS:-0}
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-if ! "$LIBTORCH_PYTHON" -c 'import torch.distributed.tensor.parallel' 2>/dev/null; then
-  echo "SKIP: the PyTorch peer ($LIBTORCH_PYTHON, torch $LIBTORCH_VERSION) has no DTensor tensor parallelism (torch.distributed.tensor.parallel, PyTorch >= 2.x); run on the torch 2.x leg (--config=torch2)"
-  exit 0
-fi
+peer_has_dtensor || exit 0
 mkdir -p "$out"
-dp=${mesh%x*}; tp=${mesh#*x}; n=$((dp * tp))
-port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-run_torchrun() { "$LIBTORCH_TORCHRUN" --nnodes=1 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$(port)" \
-  --rdzv_id="lm$RANDOM" --nproc_per_node="$n" $LIBTORCH_TORCHRUN_FLAGS --log_dir="$out/logs" "$@"; }
+n=$(mesh_size "$mesh")
+model_flags "${model[@]}"
 
-# The model flags in each side's spelling.
-ours=(); peer=()
-for f in "${model[@]}"; do
-  case $f in
-    --dim=*) ours+=("--lm_dim=${f#*=}") ;; --heads=*) ours+=("--lm_heads=${f#*=}") ;;
-    --layers=*) ours+=("--lm_layers=${f#*=}") ;; --context=*) ours+=("--lm_context=${f#*=}") ;;
-    --mlp=*) ours+=("--lm_mlp=${f#*=}") ;; --batch=*|--lr=*) ours+=("$f") ;;
-    *) fail "unknown model flag $f" ;;
-  esac
-  peer+=("$f")
-done
-
-strip() { sed 's/^\[default[0-9]*\]://'; }
 status=0
 # pair DTYPE: both runs in DTYPE under $out/DTYPE, compared; 1 when out of tolerance.
 pair() {
@@ -63,15 +45,15 @@ pair() {
   grep -qw -- "$dtype" <<<"$curve_dtypes" || ct=inf
   rm -rf "$dir"; mkdir -p "$dir/grads"
   local sl py
-  sl=$(run_torchrun --no_python "$train_bin" --job=lm --mesh="$mesh" --steps="$steps" --log_every=1 --save_at=0 \
+  sl=$(run_torchrun "$n" --no_python "$train_bin" --job=lm --mesh="$mesh" --steps="$steps" --log_every=1 --save_at=0 \
     --checkpoint_dir="$dir/ckpt" --threads="$threads" --lm_dtype="$dtype" --lm_grads_dir="$dir/grads" \
     --lm_grads_steps="$grads" "${ours[@]}" 2>&1) || fail "shardlight exited $?: $sl"
   "$ckpt_bin" export --prefix=model. "$dir/ckpt" "$dir/init.pt" >/dev/null || fail "ckpt export failed"
-  py=$(OMP_NUM_THREADS=$threads run_torchrun "$here/lm_peer.py" --mesh="$mesh" --weights="$dir/init.pt" --steps="$steps" \
+  py=$(OMP_NUM_THREADS=$threads run_torchrun "$n" "$here/lm_peer.py" --mesh="$mesh" --weights="$dir/init.pt" --steps="$steps" \
     --threads="$threads" --dtype="$dtype" --grads_dir="$dir/grads" --grads_steps="$grads" "${peer[@]}" 2>&1) \
     || fail "the PyTorch peer exited $?: $py"
-  sed -n 's/^lm: step \([0-9]*\) loss \([0-9.]*\) .*/\1 \2/p' < <(strip <<<"$sl") >"$dir/ours.txt"
-  sed -n 's/^peer: step \([0-9]*\) loss \([0-9.]*\)$/\1 \2/p' < <(strip <<<"$py") >"$dir/peer.txt"
+  losses_of lm: "$sl" >"$dir/ours.txt"
+  losses_of peer: "$py" >"$dir/peer.txt"
   [ "$(wc -l <"$dir/ours.txt")" -eq "$steps" ] || fail "shardlight printed $(wc -l <"$dir/ours.txt") losses: $sl"
   [ "$(wc -l <"$dir/peer.txt")" -eq "$steps" ] || fail "the peer printed $(wc -l <"$dir/peer.txt") losses: $py"
   echo "step,shardlight,pytorch" >"$dir/losses.csv"
