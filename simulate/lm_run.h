@@ -7,6 +7,14 @@
 // (`//tools/train --job=lm --mesh=DPxTP` under torchrun): both call RunLmRank
 // with the MeshContext of their ranks.
 //
+// Its own loop rather than lightning::Trainer's: the Trainer sums every dense
+// gradient (and the loss) over the whole world, while mesh members need the
+// sum over the DP dims only, then clipping with TP-sharded pieces summed
+// over TP (lightning/tp/mesh_gradients.h). Moving onto the Trainer needs a
+// per-module gradient-reduction hook there (keeping the step verdict the
+// Trainer folds into its gradient allreduce), a DP-only loss reduction, and
+// MeshAdamW behind lightning's Optimizer interface.
+//
 // Errors, on every rank before training: InvalidArgument for a mesh that is
 // not 2-d or does not match the world, a model the TP size does not fit
 // (CheckGptOptions), a global batch smaller than the DP size; NotFound /

@@ -46,6 +46,15 @@ struct Outcome {
   std::vector<absl::StatusOr<LmRankResult>> ranks;
 };
 
+sharded::mesh::MeshContext MeshContextOf(const RankContext& ctx) {
+  sharded::mesh::MeshContext mesh;
+  mesh.store = ctx.store;
+  mesh.rank = ctx.rank;
+  mesh.world_size = ctx.world_size;
+  mesh.world = ctx.pg;
+  return mesh;
+}
+
 Outcome RunLm(LmJobOptions job, std::vector<int64_t> shape) {
   job.mesh_shape = shape;
   const int world = static_cast<int>(shape[0] * shape[1]);
@@ -53,12 +62,7 @@ Outcome RunLm(LmJobOptions job, std::vector<int64_t> shape) {
   Outcome out;
   out.ranks.resize(world, absl::UnknownError("not run"));
   const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
-    sharded::mesh::MeshContext mesh;
-    mesh.store = ctx.store;
-    mesh.rank = ctx.rank;
-    mesh.world_size = ctx.world_size;
-    mesh.world = ctx.pg;
-    out.ranks[ctx.rank] = RunLmRank(job, mesh);
+    out.ranks[ctx.rank] = RunLmRank(job, MeshContextOf(ctx));
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
@@ -159,12 +163,7 @@ absl::StatusOr<sharded::StateDict> DenseCheckpoint(const LmJobOptions& job, cons
   SimulatedCluster cluster(1);
   absl::StatusOr<sharded::StateDict> out = absl::UnknownError("not run");
   const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
-    sharded::mesh::MeshContext mc;
-    mc.store = ctx.store;
-    mc.rank = ctx.rank;
-    mc.world_size = ctx.world_size;
-    mc.world = ctx.pg;
-    SL_ASSIGN_OR_RETURN(auto mesh, sharded::mesh::DeviceMesh::Create(mc, {1, 1}, "dense"));
+    SL_ASSIGN_OR_RETURN(auto mesh, sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), {1, 1}, "dense"));
     SL_ASSIGN_OR_RETURN(auto tpm, lightning::tp::TpMesh::Of(mesh, 1));
     GptModel model(job.model, tpm);
     SL_RETURN_IF_ERROR(model.ConfigureShardedModel({ctx.pg, 0, 1, 1}));
