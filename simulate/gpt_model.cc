@@ -1,5 +1,7 @@
 #include "simulate/gpt_model.h"
 
+#include <ATen/core/grad_mode.h>
+
 #include <cmath>
 #include <limits>
 
@@ -40,6 +42,10 @@ absl::Status CheckGptOptions(const GptOptions& o, int64_t tp_size) {
   if (o.vocab < tp_size) {
     return absl::InvalidArgumentError(
         absl::StrCat("a vocabulary of ", o.vocab, " cannot be split over ", tp_size, " tensor-parallel ranks"));
+  }
+  if (o.dtype != at::kFloat && o.dtype != at::kDouble) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the GPT model computes in float32 or float64, not ", c10::toString(o.dtype)));
   }
   return absl::OkStatus();
 }
@@ -83,6 +89,12 @@ absl::Status GptModel::ConfigureShardedModel(const lightning::ShardedContext& ct
   register_module("ln_f", ln_f_);
   SL_ASSIGN_OR_RETURN(head_, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.vocab, false, o.init_std, ++seed}));
   register_module("head", head_);
+  if (o.dtype != at::kFloat) {
+    // Widened in place (as Module::to does): the layers read their weights
+    // through the members on every forward, so nothing else holds the old data.
+    at::NoGradGuard no_grad;
+    for (auto& [key, m] : lightning::MeshMembers(*this, "")) m->local().set_data(m->local().to(o.dtype));
+  }
   return absl::OkStatus();
 }
 

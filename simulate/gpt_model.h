@@ -40,11 +40,16 @@ struct GptOptions {
   int64_t context = 64;
   int64_t mlp_hidden = 384;
   double init_std = 0.02;
+  // Parameters, activations, gradients and AdamW moments: float32, or
+  // float64 (the initial weights are the float32 ones, widened), which takes
+  // fp32 rounding out of a comparison with another implementation.
+  at::ScalarType dtype = at::kFloat;
 };
 
 // Local: InvalidArgument naming what does not fit -- sizes < 1, dim not a
 // multiple of heads, a TP size that does not divide the heads or the MLP
-// hidden size, a vocabulary smaller than the TP size.
+// hidden size, a vocabulary smaller than the TP size, a dtype other than
+// float32 or float64.
 absl::Status CheckGptOptions(const GptOptions& options, int64_t tp_size);
 
 class GptModel : public lightning::LightningModule {

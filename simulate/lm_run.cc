@@ -17,6 +17,9 @@
 #include "lightning/tp/tp_collectives.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
+#include "sharded/checkpoint/storage/storage.h"
+#include "sharded/mesh/mesh_checkpoint.h"
 #include "sharded/no_throw.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/stable_hash.h"
@@ -40,6 +43,9 @@ absl::StatusOr<sharded::StateDict> SaveDict(GptModel& model, tp::MeshAdamW& adam
 
 // Loads `dir` into model, optimizer and step (collective), as the Trainer
 // resumes: fresh tensors of the model's layout reach it through its load hooks.
+// A DCP directory loads the same way (LoadCheckpoint reads its .metadata):
+// strict, so it must hold exactly these keys, and every rank gets the error
+// naming the missing and the unexpected ones.
 absl::Status Resume(GptModel& model, tp::MeshAdamW& adam, at::Tensor& step, const std::string& dir,
                     c10d::ProcessGroup& world) {
   SL_ASSIGN_OR_RETURN(sharded::StateDict current, lightning::StateDictOf(model));
@@ -56,6 +62,22 @@ absl::Status Resume(GptModel& model, tp::MeshAdamW& adam, at::Tensor& step, cons
   SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(target, dir, world, load));
   SL_RETURN_IF_ERROR(lightning::LoadStateDict(model, std::move(fresh), /*strict=*/true).status());
   return adam.CompleteLoad();
+}
+
+// Collective: this step's gradients (mesh tensors of their parameters'
+// layouts) as the checkpoint `dir`.
+absl::Status SaveGrads(const tp::MeshParams& params, const std::string& dir, c10d::ProcessGroup& world) {
+  at::NoGradGuard no_grad;
+  std::vector<sharded::mesh::MeshTensor> grads;
+  grads.reserve(params.size());
+  sharded::StateDict dict;
+  for (const auto& [key, p] : params) {
+    grads.push_back(p->EmptyLike());
+    grads.back().local().copy_(p->local().grad());
+    SL_ASSIGN_OR_RETURN(sharded::ShardedTensor view, sharded::mesh::ViewForSave(grads.back()));
+    SL_RETURN_IF_ERROR(dict.Insert("grad." + key, std::move(view)));
+  }
+  return sharded::checkpoint::SaveCheckpoint(dict, dir, world);
 }
 
 int64_t PeakRssBytes() {
@@ -81,6 +103,9 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
     setup = absl::InvalidArgumentError(
         absl::StrCat("a global batch of ", o.batch, " cannot be split over ", o.mesh_shape[0], " data-parallel ranks"));
   }
+  if (setup.ok() && o.grads_steps > 0 && o.grads_dir.empty()) {
+    setup = absl::InvalidArgumentError("saving the gradients of the first steps needs a directory (grads_dir)");
+  }
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 
   SL_ASSIGN_OR_RETURN(MeshPtr mesh, sharded::mesh::DeviceMesh::Create(ctx, o.mesh_shape, "lm"));
@@ -94,13 +119,22 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   LmRankResult result;
   at::Tensor step = at::zeros({1}, at::kLong);
   const bool checkpoints = !o.checkpoint_dir.empty();
-  const bool found = checkpoints && o.resume && sharded::checkpoint::HasCommittedCheckpoint(o.checkpoint_dir);
-  SL_RETURN_IF_ERROR(sharded::AgreeOn(world, sharded::StableHash(found ? "found" : "none"),
+  // Our own checkpoint first; else a PyTorch DCP one (its .metadata) under our keys.
+  const bool own = checkpoints && o.resume && sharded::checkpoint::HasCommittedCheckpoint(o.checkpoint_dir);
+  result.resumed_from_dcp = checkpoints && o.resume && !own &&
+                            sharded::checkpoint::dcp::IsDcpCheckpoint(o.checkpoint_dir, sharded::checkpoint::PosixStorage());
+  const bool found = own || result.resumed_from_dcp;
+  SL_RETURN_IF_ERROR(sharded::AgreeOn(world, sharded::StableHash(own ? "own" : found ? "dcp" : "none"),
                                       {absl::StrCat("LM checkpoint lookup in ", o.checkpoint_dir),
-                                       "whether a committed checkpoint is there"}));
+                                       "which committed checkpoint is there (shardlight's, PyTorch DCP or none)"}));
   if (found) {
     SL_RETURN_IF_ERROR(Resume(*model, *adam, step, o.checkpoint_dir, world));
     result.start_step = step[0].item<int64_t>();
+    if (o.log != nullptr && ctx.rank == 0) {
+      *o.log << absl::StrFormat("lm: resumed at step %d from the %s checkpoint in %s\n", result.start_step,
+                                own ? "shardlight" : "PyTorch DCP", o.checkpoint_dir)
+             << std::flush;
+    }
   }
   auto save = [&](int64_t done) -> absl::Status {
     step.fill_(done);
@@ -122,6 +156,9 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
       loss = model->TokenLosses(ids, targets).sum() / global_tokens;
       loss.backward();
       SL_RETURN_IF_ERROR(tp::AllreduceDataParallelGrads(tpm, params));
+      if (s - result.start_step < o.grads_steps) {
+        SL_RETURN_IF_ERROR(SaveGrads(params, absl::StrCat(o.grads_dir, "/step", s + 1), world));
+      }
       SL_RETURN_IF_ERROR(tp::ClipGradNorm(tpm, params, o.clip_norm).status());
       adam->Step();
       return absl::OkStatus();

@@ -7,11 +7,20 @@
 // (`//tools/train --job=lm --mesh=DPxTP` under torchrun): both call RunLmRank
 // with the MeshContext of their ranks.
 //
+// Its own loop rather than lightning::Trainer's: the Trainer sums every dense
+// gradient (and the loss) over the whole world, while mesh members need the
+// sum over the DP dims only, then clipping with TP-sharded pieces summed
+// over TP (lightning/tp/mesh_gradients.h). Moving onto the Trainer needs a
+// per-module gradient-reduction hook there (keeping the step verdict the
+// Trainer folds into its gradient allreduce), a DP-only loss reduction, and
+// MeshAdamW behind lightning's Optimizer interface.
+//
 // Errors, on every rank before training: InvalidArgument for a mesh that is
 // not 2-d or does not match the world, a model the TP size does not fit
 // (CheckGptOptions), a global batch smaller than the DP size; NotFound /
 // InvalidArgument for a missing or empty corpus; the checkpoint's error
-// (naming the key) for a checkpoint of another model shape.
+// (naming the key) for a checkpoint of another model shape; InvalidArgument
+// for grads_steps > 0 without grads_dir.
 #ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
 #define SHARDLIGHT_SIMULATE_LM_RUN_H_
 
@@ -43,14 +52,25 @@ struct LmJobOptions {
   // -1: after the last step. A run that resumed at this step does not save
   // it again.
   int64_t save_at = -1;
-  bool resume = true;  // load checkpoint_dir's committed checkpoint first
+  // Load checkpoint_dir's committed checkpoint first: shardlight's own, else
+  // a PyTorch DCP checkpoint (torch.distributed.checkpoint.save) holding
+  // exactly the keys shardlight saves -- "model.<parameter>",
+  // "optimizer.<parameter>.exp_avg" and ".exp_avg_sq", "optimizer.step" and
+  // "trainer.step" (int64 [1]), as tools/lm/lm_peer.py --dcp_dir writes.
+  bool resume = true;
   int64_t eval_batches = 2;  // held-out batches (data_seed + 1) for perplexity
   int64_t log_every = 0;     // rank 0 prints a line every this many steps
+  // Parity debugging: the gradients of the first grads_steps steps trained
+  // (summed over DP, before clipping) are saved as checkpoints
+  // grads_dir/step<K> (K the global step), keys "grad.<parameter>".
+  std::string grads_dir;
+  int64_t grads_steps = 0;
   std::ostream* log = nullptr;
 };
 
 struct LmRankResult {
   int64_t start_step = 0;      // the resumed step (0: fresh)
+  bool resumed_from_dcp = false;  // the resumed checkpoint was a PyTorch DCP one
   std::vector<double> losses;  // global loss of each step trained
   double eval_perplexity = 0;  // exp(mean token loss) on the held-out batches
   double seconds = 0;          // training loop wall time

@@ -3,6 +3,8 @@
 // uninterrupted run's losses; bad input -- a TP size that does not divide the
 // heads or the MLP, a vocabulary smaller than TP, a missing or empty corpus,
 // a checkpoint of another model shape -- fails on every rank before training.
+// Also: float64 runs (the mesh's rounding gone: 1x1 and 1x2 agree far below
+// float32's), the gradient dumps, and resuming from a DCP checkpoint.
 #include "simulate/lm_run.h"
 
 #include <gmock/gmock.h>
@@ -14,6 +16,10 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/sharded_module.h"
+#include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/interop/dcp/dcp_writer.h"
+#include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
 
@@ -40,6 +46,15 @@ struct Outcome {
   std::vector<absl::StatusOr<LmRankResult>> ranks;
 };
 
+sharded::mesh::MeshContext MeshContextOf(const RankContext& ctx) {
+  sharded::mesh::MeshContext mesh;
+  mesh.store = ctx.store;
+  mesh.rank = ctx.rank;
+  mesh.world_size = ctx.world_size;
+  mesh.world = ctx.pg;
+  return mesh;
+}
+
 Outcome RunLm(LmJobOptions job, std::vector<int64_t> shape) {
   job.mesh_shape = shape;
   const int world = static_cast<int>(shape[0] * shape[1]);
@@ -47,12 +62,7 @@ Outcome RunLm(LmJobOptions job, std::vector<int64_t> shape) {
   Outcome out;
   out.ranks.resize(world, absl::UnknownError("not run"));
   const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
-    sharded::mesh::MeshContext mesh;
-    mesh.store = ctx.store;
-    mesh.rank = ctx.rank;
-    mesh.world_size = ctx.world_size;
-    mesh.world = ctx.pg;
-    out.ranks[ctx.rank] = RunLmRank(job, mesh);
+    out.ranks[ctx.rank] = RunLmRank(job, MeshContextOf(ctx));
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
@@ -126,6 +136,145 @@ TEST(LmRunTest, CheckpointOfAnotherModelShapeFailsOnEveryRank) {
   job.steps = 2;
   job.model.dim = 24;  // another shape, same keys
   ExpectEveryRankFails(RunLm(job, {1, 2}), "model.");
+}
+
+TEST(LmRunTest, Float64RunsAgreeAcrossMeshesFarBelowFloat32) {
+  LmJobOptions job = Small();
+  job.steps = 4;
+  const Outcome f32 = RunLm(job, {1, 1});
+  job.model.dtype = at::kDouble;
+  const Outcome single = RunLm(job, {1, 1});
+  const Outcome mesh = RunLm(job, {1, 2});
+  ASSERT_TRUE(f32.ranks[0].ok()) << f32.ranks[0].status();
+  ASSERT_TRUE(single.ranks[0].ok()) << single.ranks[0].status();
+  ASSERT_TRUE(mesh.ranks[0].ok()) << mesh.ranks[0].status();
+  // The same initial weights (float32's, widened): step 1 agrees to float32's rounding.
+  EXPECT_LT(RelDiff(single.ranks[0]->losses[0], f32.ranks[0]->losses[0]), 1e-6);
+  EXPECT_NE(single.ranks[0]->losses[0], f32.ranks[0]->losses[0]);  // but it is computed in float64
+  EXPECT_EQ(single.ranks[0]->state_bytes, 2 * f32.ranks[0]->state_bytes);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_LT(RelDiff(mesh.ranks[0]->losses[i], single.ranks[0]->losses[i]), 1e-12) << "step " << i + 1;
+  }
+}
+
+// On one rank: the checkpoint in `dir` as dense tensors of the LM's keys (the
+// model's, read off a 1x1 GptModel of `job`), strictly loaded.
+absl::StatusOr<sharded::StateDict> DenseCheckpoint(const LmJobOptions& job, const std::string& dir) {
+  SimulatedCluster cluster(1);
+  absl::StatusOr<sharded::StateDict> out = absl::UnknownError("not run");
+  const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    SL_ASSIGN_OR_RETURN(auto mesh, sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), {1, 1}, "dense"));
+    SL_ASSIGN_OR_RETURN(auto tpm, lightning::tp::TpMesh::Of(mesh, 1));
+    GptModel model(job.model, tpm);
+    SL_RETURN_IF_ERROR(model.ConfigureShardedModel({ctx.pg, 0, 1, 1}));
+    sharded::StateDict dict;
+    for (const auto& [key, m] : lightning::MeshMembers(model, "")) {
+      SL_RETURN_IF_ERROR(dict.Insert("model." + key, at::zeros(m->sizes(), m->dtype())));
+      SL_RETURN_IF_ERROR(dict.Insert("optimizer." + key + ".exp_avg", at::zeros(m->sizes(), m->dtype())));
+      SL_RETURN_IF_ERROR(dict.Insert("optimizer." + key + ".exp_avg_sq", at::zeros(m->sizes(), m->dtype())));
+    }
+    SL_RETURN_IF_ERROR(dict.Insert("optimizer.step", at::zeros({1}, at::kLong)));
+    SL_RETURN_IF_ERROR(dict.Insert("trainer.step", at::zeros({1}, at::kLong)));
+    SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(dict, dir, *ctx.pg));
+    out = std::move(dict);
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status SaveDcp(const sharded::StateDict& dict, const std::string& dir) {
+  SimulatedCluster cluster(1);
+  return cluster.Run([&](RankContext& ctx) { return sharded::checkpoint::dcp::SaveDcpCheckpoint(dict, dir, *ctx.pg); });
+}
+
+TEST(LmRunTest, ResumesFromADcpCheckpointOnAnotherMesh) {
+  TempDir own, dcp, partial;
+  LmJobOptions job = Small();
+  job.checkpoint_dir = own.path();
+  job.save_at = 3;
+  const Outcome full = RunLm(job, {2, 2});
+  ASSERT_TRUE(full.ranks[0].ok()) << full.ranks[0].status();
+  absl::StatusOr<sharded::StateDict> dense = DenseCheckpoint(job, own.path());
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  ASSERT_TRUE(SaveDcp(*dense, dcp.path()).ok());
+  ASSERT_FALSE(sharded::checkpoint::HasCommittedCheckpoint(dcp.path()));  // DCP's .metadata only
+  job.checkpoint_dir = dcp.path();
+  job.save_at = -1;  // at the end, in shardlight's format, beside the DCP files
+  const Outcome resumed = RunLm(job, {1, 3});
+  for (const auto& r : resumed.ranks) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->resumed_from_dcp);
+    EXPECT_EQ(r->start_step, 3);
+    ASSERT_EQ(r->losses.size(), 3u);
+    for (size_t i = 0; i < 3; ++i) EXPECT_LT(RelDiff(r->losses[i], full.ranks[0]->losses[3 + i]), 1e-5) << "step " << 4 + i;
+  }
+  // It saved its own checkpoint there at the end: the next resume reads that one.
+  job.steps = 7;
+  const Outcome again = RunLm(job, {1, 3});
+  ASSERT_TRUE(again.ranks[0].ok()) << again.ranks[0].status();
+  EXPECT_FALSE(again.ranks[0]->resumed_from_dcp);
+  EXPECT_EQ(again.ranks[0]->start_step, 6);
+  // A DCP checkpoint without the optimizer's state: every rank names what is missing.
+  sharded::StateDict weights;
+  for (const auto& [key, value] : dense->entries()) {
+    if (key.rfind("optimizer.", 0) != 0) {
+      ASSERT_TRUE(weights.Insert(key, value).ok());
+    }
+  }
+  ASSERT_TRUE(SaveDcp(weights, partial.path()).ok());
+  job.checkpoint_dir = partial.path();
+  ExpectEveryRankFails(RunLm(job, {1, 2}), "missing keys (in the state dict to fill, not loaded): 'optimizer.");
+}
+
+TEST(LmRunTest, SavesTheGradientsOfTheFirstSteps) {
+  TempDir one, two;
+  LmJobOptions job = Small();
+  job.steps = 3;
+  job.grads_steps = 2;
+  job.grads_dir = one.path();
+  ASSERT_TRUE(RunLm(job, {1, 1}).ranks[0].ok());
+  job.grads_dir = two.path();
+  ASSERT_TRUE(RunLm(job, {2, 2}).ranks[0].ok());
+  for (const std::string& dir : {one.path(), two.path()}) {
+    EXPECT_TRUE(sharded::checkpoint::HasCommittedCheckpoint(dir + "/step1")) << dir;
+    EXPECT_TRUE(sharded::checkpoint::HasCommittedCheckpoint(dir + "/step2")) << dir;
+    EXPECT_FALSE(sharded::checkpoint::HasCommittedCheckpoint(dir + "/step3")) << dir;
+  }
+  // The same gradients (summed over DP) from either mesh, and not zero.
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> keys = {
+      {"grad.tok.weight", {256, 48}}, {"grad.block1.mlp.proj.weight", {48, 96}}, {"grad.head.weight", {256, 48}}};
+  SimulatedCluster cluster(1);
+  const absl::Status compared = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    for (int step = 1; step <= 2; ++step) {
+      sharded::StateDict a, b;
+      for (const auto& [key, sizes] : keys) {
+        SL_RETURN_IF_ERROR(a.Insert(key, at::zeros(sizes)));
+        SL_RETURN_IF_ERROR(b.Insert(key, at::zeros(sizes)));
+      }
+      sharded::checkpoint::LoadOptions some;
+      some.strict = false;
+      SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(a, absl::StrCat(one.path(), "/step", step), *ctx.pg, some));
+      SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(b, absl::StrCat(two.path(), "/step", step), *ctx.pg, some));
+      for (const auto& [key, sizes] : keys) {
+        const at::Tensor x = std::get<at::Tensor>(*a.Find(key)), y = std::get<at::Tensor>(*b.Find(key));
+        const double scale = x.abs().max().item<double>();
+        EXPECT_GT(scale, 0) << key << " step " << step;
+        EXPECT_LT((x - y).abs().max().item<double>(), 1e-4 * scale) << key << " step " << step;
+      }
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(compared.ok()) << compared;
+}
+
+TEST(LmRunTest, BadDtypeOrGradientDumpFailsOnEveryRank) {
+  LmJobOptions job = Small();
+  job.model.dtype = at::kHalf;
+  ExpectEveryRankFails(RunLm(job, {1, 2}), "computes in float32 or float64, not Half");
+  job = Small();
+  job.grads_steps = 1;
+  ExpectEveryRankFails(RunLm(job, {2, 1}), "needs a directory (grads_dir)");
 }
 
 }  // namespace

@@ -5,12 +5,19 @@
 # writes the torch.save file the peer loads -- on the same batches, and the
 # per-step losses are compared: step 1 within STEP1_TOL relative, every step
 # within CURVE_TOL. Also reports tokens/s of both (same threads per rank).
+# Each dtype of DTYPES is one such pair of runs (float64: both sides compute
+# in float64 from the float32 initial weights, widened).
 #
 # Usage: lm_parity.sh TRAIN_BIN CKPT_BIN PEER_SH MESH STEPS [OUT_DIR] [-- MODEL FLAGS]
 #   MODEL FLAGS: --dim=N --heads=N --layers=N --context=N --mlp=N --batch=N
-#   (passed to both sides). Env: STEP1_TOL (1e-5), CURVE_TOL (1e-3), THREADS (1).
-# Writes OUT_DIR/losses.csv (step,shardlight,pytorch). Exit 0 when within
-# tolerance, 1 otherwise; "SKIP: ..." and 0 when the peer torch has no DTensor.
+#   (passed to both sides); --dtypes=A,B and --grads=N set DTYPES and GRADS. Env: STEP1_TOL (1e-5), CURVE_TOL (1e-3), THREADS (1),
+#   DTYPES ("float32"; e.g. "float32 float64"), CURVE_DTYPES (the dtypes whose
+#   curve must be within CURVE_TOL; default: all of DTYPES -- the others' largest
+#   difference is reported, and only their step 1 checked), GRADS (0; N: also
+#   print per-parameter gradient differences of steps 1..N, grad_diff.py).
+# Writes OUT_DIR/losses.csv (step,shardlight,pytorch: the first dtype's) and
+# OUT_DIR/<dtype>/losses.csv. Exit 0 when within tolerance, 1 otherwise;
+# "SKIP: ..." and 0 when the peer torch has no DTensor.
 set -u
 train_bin=$(realpath "$1"); ckpt_bin=$(realpath "$2"); peer_sh=$3; mesh=$4; steps=$5
 shift 5
@@ -18,66 +25,74 @@ out=""
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then out=$1; shift; fi
 [ -n "$out" ] || out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/lm_parity.XXXXXX")
 [ "${1:-}" = "--" ] && shift
-model=("$@")
-here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
-# shellcheck source=/dev/null
-source "$peer_sh"
-step1_tol=${STEP1_TOL:-1e-5}; curve_tol=${CURVE_TOL:-1e-3}; threads=${THREADS:-1}
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-if ! "$LIBTORCH_PYTHON" -c 'import torch.distributed.tensor.parallel' 2>/dev/null; then
-  echo "SKIP: the PyTorch peer ($LIBTORCH_PYTHON, torch $LIBTORCH_VERSION) has no DTensor tensor parallelism (torch.distributed.tensor.parallel, PyTorch >= 2.x); run on the torch 2.x leg (--config=torch2)"
-  exit 0
-fi
-mkdir -p "$out"
-dp=${mesh%x*}; tp=${mesh#*x}; n=$((dp * tp))
-port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-run_torchrun() { "$LIBTORCH_TORCHRUN" --nnodes=1 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$(port)" \
-  --rdzv_id="lm$RANDOM" --nproc_per_node="$n" $LIBTORCH_TORCHRUN_FLAGS --log_dir="$out/logs" "$@"; }
-
-# The model flags in each side's spelling.
-ours=(); peer=()
-for f in "${model[@]}"; do
-  case $f in
-    --dim=*) ours+=("--lm_dim=${f#*=}") ;; --heads=*) ours+=("--lm_heads=${f#*=}") ;;
-    --layers=*) ours+=("--lm_layers=${f#*=}") ;; --context=*) ours+=("--lm_context=${f#*=}") ;;
-    --mlp=*) ours+=("--lm_mlp=${f#*=}") ;; --batch=*|--lr=*) ours+=("$f") ;;
-    *) fail "unknown model flag $f" ;;
-  esac
-  peer+=("$f")
+model=()
+for f in "$@"; do  # --dtypes=A,B and --grads=N: as DTYPES and GRADS
+  case $f in --dtypes=*) DTYPES=${f#*=}; DTYPES=${DTYPES//,/ } ;; --grads=*) GRADS=${f#*=} ;; *) model+=("$f") ;; esac
 done
+here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
+source "$here/lm_lib.sh" "$peer_sh" "$out/logs"
+step1_tol=${STEP1_TOL:-1e-5}; curve_tol=${CURVE_TOL:-1e-3}; threads=${THREADS:-1}
+dtypes=${DTYPES:-float32}; curve_dtypes=${CURVE_DTYPES:-$dtypes}; grads=${GRADS:-0}
+peer_has_dtensor || exit 0
+mkdir -p "$out"
+n=$(mesh_size "$mesh")
+model_flags "${model[@]}"
 
-rm -rf "$out/ckpt"
-sl=$(run_torchrun --no_python "$train_bin" --job=lm --mesh="$mesh" --steps="$steps" --log_every=1 --save_at=0 \
-  --checkpoint_dir="$out/ckpt" --threads="$threads" "${ours[@]}" 2>&1) || fail "shardlight exited $?: $sl"
-"$ckpt_bin" export --prefix=model. "$out/ckpt" "$out/init.pt" >/dev/null || fail "ckpt export failed"
-py=$(OMP_NUM_THREADS=$threads run_torchrun "$here/lm_peer.py" --mesh="$mesh" --weights="$out/init.pt" --steps="$steps" \
-  --threads="$threads" "${peer[@]}" 2>&1) || fail "the PyTorch peer exited $?: $py"
-
-strip() { sed 's/^\[default[0-9]*\]://'; }
-sed -n 's/^lm: step \([0-9]*\) loss \([0-9.]*\) .*/\1 \2/p' < <(strip <<<"$sl") >"$out/ours.txt"
-sed -n 's/^peer: step \([0-9]*\) loss \([0-9.]*\)$/\1 \2/p' < <(strip <<<"$py") >"$out/peer.txt"
-[ "$(wc -l <"$out/ours.txt")" -eq "$steps" ] || fail "shardlight printed $(wc -l <"$out/ours.txt") losses: $sl"
-[ "$(wc -l <"$out/peer.txt")" -eq "$steps" ] || fail "the peer printed $(wc -l <"$out/peer.txt") losses: $py"
-echo "step,shardlight,pytorch" >"$out/losses.csv"
-join "$out/ours.txt" "$out/peer.txt" | tr ' ' ',' >>"$out/losses.csv"
-ours_tps=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* tokens_per_s \([0-9.]*\) .*/\1/p')
-peer_tps=$(strip <<<"$py" | sed -n 's/^peer: tokens_per_s \([0-9.]*\) .*/\1/p')
-ours_rss=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* peak_rss_bytes \([0-9]*\).*/\1/p')
-peer_rss=$(strip <<<"$py" | sed -n 's/^peer: rank 0 peak_rss_bytes \([0-9]*\).*/\1/p')
-state=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* state_bytes \([0-9]*\) .*/\1/p')
-echo "mesh $mesh, $steps steps, $threads thread(s) per rank"
-awk -F, -v s1="$step1_tol" -v ct="$curve_tol" 'NR > 1 {
-    d = ($2 - $3) / $3; if (d < 0) d = -d
-    if (d > worst) { worst = d; at = $1 }
-    if ($1 == 1) { first = d; if (d > s1) bad = 1 }
-    if (d > ct) bad = 1
-    if (NR <= 6 || NR % 10 == 1) printf "  step %3d shardlight %.9f pytorch %.9f rel %.2e\n", $1, $2, $3, d
-  }
-  END { printf "step-1 relative difference %.2e (tolerance %s); largest %.2e at step %d (tolerance %s)\n", first, s1, worst, at, ct
-        exit bad }' "$out/losses.csv"
-ok=$?
-echo "tokens/s: shardlight $ours_tps, pytorch $peer_tps (ratio $(awk -v a="$ours_tps" -v b="$peer_tps" 'BEGIN {printf "%.2f", a / b}'))"
-echo "rank 0: parameters + AdamW moments $state bytes; peak RSS shardlight $ours_rss, pytorch $peer_rss bytes"
-[ $ok -eq 0 ] || fail "losses differ beyond tolerance (see $out/losses.csv)"
+status=0
+# pair DTYPE: both runs in DTYPE under $out/DTYPE, compared; 1 when out of tolerance.
+pair() {
+  local dtype=$1 dir=$out/$1 ct=$curve_tol
+  grep -qw -- "$dtype" <<<"$curve_dtypes" || ct=inf
+  rm -rf "$dir"; mkdir -p "$dir/grads"
+  local sl py
+  sl=$(run_torchrun "$n" --no_python "$train_bin" --job=lm --mesh="$mesh" --steps="$steps" --log_every=1 --save_at=0 \
+    --checkpoint_dir="$dir/ckpt" --threads="$threads" --lm_dtype="$dtype" --lm_grads_dir="$dir/grads" \
+    --lm_grads_steps="$grads" "${ours[@]}" 2>&1) || fail "shardlight exited $?: $sl"
+  "$ckpt_bin" export --prefix=model. "$dir/ckpt" "$dir/init.pt" >/dev/null || fail "ckpt export failed"
+  py=$(OMP_NUM_THREADS=$threads run_torchrun "$n" "$here/lm_peer.py" --mesh="$mesh" --weights="$dir/init.pt" --steps="$steps" \
+    --threads="$threads" --dtype="$dtype" --grads_dir="$dir/grads" --grads_steps="$grads" "${peer[@]}" 2>&1) \
+    || fail "the PyTorch peer exited $?: $py"
+  losses_of lm: "$sl" >"$dir/ours.txt"
+  losses_of peer: "$py" >"$dir/peer.txt"
+  [ "$(wc -l <"$dir/ours.txt")" -eq "$steps" ] || fail "shardlight printed $(wc -l <"$dir/ours.txt") losses: $sl"
+  [ "$(wc -l <"$dir/peer.txt")" -eq "$steps" ] || fail "the peer printed $(wc -l <"$dir/peer.txt") losses: $py"
+  echo "step,shardlight,pytorch" >"$dir/losses.csv"
+  join "$dir/ours.txt" "$dir/peer.txt" | tr ' ' ',' >>"$dir/losses.csv"
+  [ -f "$out/losses.csv" ] || cp "$dir/losses.csv" "$out/losses.csv"
+  local ours_tps peer_tps ours_rss peer_rss state ok
+  ours_tps=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* tokens_per_s \([0-9.]*\) .*/\1/p')
+  peer_tps=$(strip <<<"$py" | sed -n 's/^peer: tokens_per_s \([0-9.]*\) .*/\1/p')
+  ours_rss=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* peak_rss_bytes \([0-9]*\).*/\1/p')
+  peer_rss=$(strip <<<"$py" | sed -n 's/^peer: rank 0 peak_rss_bytes \([0-9]*\).*/\1/p')
+  state=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* state_bytes \([0-9]*\) .*/\1/p')
+  echo "mesh $mesh, $dtype, $steps steps, $threads thread(s) per rank"
+  for ((k = 1; k <= grads; k++)); do
+    "$ckpt_bin" export --prefix=grad. "$dir/grads/step$k" "$dir/grads/ours_step$k.pt" >/dev/null \
+      || fail "ckpt export of the step-$k gradients failed"
+    echo "gradients of step $k (after the DP sum, before clipping): shardlight vs pytorch"
+    "$LIBTORCH_PYTHON" "$here/grad_diff.py" "$dir/grads/ours_step$k.pt" "$dir/grads/peer_step$k.pt" | sed 's/^/  /' \
+      || fail "the step-$k gradients do not match in keys or shapes"
+  done
+  awk -F, -v s1="$step1_tol" -v ct="$ct" -v dt="$dtype" 'NR > 1 {
+      d = ($2 - $3) / $3; if (d < 0) d = -d
+      if (d > worst) { worst = d; at = $1 }
+      if ($1 == 1) { first = d; if (d > s1) bad = 1 }
+      if (d > 1e-3) over++
+      if (ct != "inf" && d > ct) bad = 1
+      if (NR <= 6 || NR % 10 == 1) printf "  step %3d shardlight %.9f pytorch %.9f rel %.2e\n", $1, $2, $3, d
+    }
+    END { printf "%s: step-1 relative difference %.2e (tolerance %s); largest %.2e at step %d (tolerance %s); %d of %d steps beyond 1e-3\n",
+                 dt, first, s1, worst, at, ct == "inf" ? "none, reported" : ct, over, NR - 1
+          exit bad }' "$dir/losses.csv"
+  ok=$?
+  echo "tokens/s: shardlight $ours_tps, pytorch $peer_tps (ratio $(awk -v a="$ours_tps" -v b="$peer_tps" 'BEGIN {printf "%.2f", a / b}'))"
+  echo "rank 0: parameters + AdamW moments $state bytes; peak RSS shardlight $ours_rss, pytorch $peer_rss bytes"
+  [ $ok -eq 0 ] || { echo "FAIL: $dtype losses differ beyond tolerance (see $dir/losses.csv)" >&2; return 1; }
+}
+rm -f "$out/losses.csv"
+for dtype in $dtypes; do
+  case $dtype in float32|float64) ;; *) fail "DTYPES: $dtype is not float32 or float64" ;; esac
+  pair "$dtype" || status=1
+done
+[ $status -eq 0 ] || exit 1
 echo "PASS"

@@ -10,6 +10,15 @@ Run under torchrun (one process per mesh rank):
 Rank 0 prints "peer: step K loss L" for every step and, at the end,
 "peer: rank 0 peak_rss_bytes P" and "peer: tokens_per_s T step_s S".
 
+--dtype=float64 runs the model (weights, activations, gradients, AdamW
+moments) in float64, as shardlight's --lm_dtype=float64 does. --grads_dir
+with --grads_steps=N: rank 0 saves the full gradients of steps 1..N (summed
+over DP, before clipping) as GRADS_DIR/peer_step<K>.pt, keys "<parameter>".
+--dcp_dir with --dcp_at=K: after step K, dcp.save of the model, the AdamW
+state and the step under shardlight's LM checkpoint keys ("model.<parameter>",
+"optimizer.<parameter>.exp_avg" / ".exp_avg_sq", "optimizer.step",
+"trainer.step"), so the LM job resumes from it; training then continues.
+
 TP plan (the layout of shardlight's layers): token embedding RowwiseParallel
 (vocabulary rows split, the lookup's Partial result all-reduced), q/k/v and
 the MLP's fc ColwiseParallel, the attention and MLP projections
@@ -111,6 +120,30 @@ class Gpt(nn.Module):
         return self.head(self.ln_f(x))
 
 
+def save_grads(model, path, rank):
+    """Collective over the TP group: rank 0 torch.saves every full gradient."""
+    full = {}
+    for name, q in model.named_parameters():
+        g = q.grad
+        full[name] = (g.full_tensor() if isinstance(g, DTensor) else g).detach().clone()
+    if rank == 0:
+        torch.save(full, path)
+
+
+def save_dcp(model, opt, step, path):
+    """Collective: dcp.save under shardlight's LM checkpoint keys (DTensors stay sharded)."""
+    import torch.distributed.checkpoint as dcp
+    state = {"trainer.step": torch.tensor([step], dtype=torch.long)}
+    for name, q in model.named_parameters():
+        state[f"model.{name}"] = q.detach()
+        moments = opt.state[q]
+        state[f"optimizer.{name}.exp_avg"] = moments["exp_avg"]
+        state[f"optimizer.{name}.exp_avg_sq"] = moments["exp_avg_sq"]
+        opt_step = int(moments["step"])
+    state["optimizer.step"] = torch.tensor([opt_step], dtype=torch.long)
+    dcp.save(state, checkpoint_id=path)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mesh", default="2x2")
@@ -128,7 +161,16 @@ def main():
     p.add_argument("--weight_decay", type=float, default=0.1)
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
+    p.add_argument("--grads_dir", default="")
+    p.add_argument("--grads_steps", type=int, default=0)
+    p.add_argument("--dcp_dir", default="")
+    p.add_argument("--dcp_at", type=int, default=0)
     a = p.parse_args()
+    if a.grads_steps > 0 and not a.grads_dir:
+        p.error("--grads_steps needs --grads_dir")
+    if a.dcp_at > 0 and not a.dcp_dir:
+        p.error("--dcp_at needs --dcp_dir")
     torch.set_num_threads(a.threads)
     dp, tp = (int(x) for x in a.mesh.split("x"))
     dist.init_process_group("gloo")
@@ -136,7 +178,7 @@ def main():
     mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
     data = torch.tensor(list(open(a.corpus, "rb").read()), dtype=torch.long)
 
-    model = Gpt(256, a.dim, a.heads, a.layers, a.context, a.mlp)
+    model = Gpt(256, a.dim, a.heads, a.layers, a.context, a.mlp).to(getattr(torch, a.dtype))
     state = torch.load(a.weights, weights_only=True)
     model.load_state_dict(state, strict=True)
     plan = {"tok": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
@@ -167,6 +209,13 @@ def main():
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum") / global_tokens
             loss.backward()
         loss = loss.full_tensor() if isinstance(loss, DTensor) else loss
+        # The embedding's RowwiseParallel backward leaves tok.weight's gradient
+        # Replicate (the whole table's on every TP rank) while the weight is
+        # Shard(0): put every gradient in its parameter's layout, so the local
+        # pieces below are the parameter's own (counted once in the norm).
+        for q in params:
+            if isinstance(q.grad, DTensor) and q.grad.placements != q.placements:
+                q.grad = q.grad.redistribute(q.device_mesh, q.placements)
         # Data parallel: one flat all_reduce of every gradient over the DP group.
         grads = [local(q.grad) for q in params]
         if dp > 1:
@@ -176,6 +225,8 @@ def main():
             for g in grads:
                 g.copy_(flat[at:at + g.numel()].view_as(g))
                 at += g.numel()
+        if step < a.grads_steps:
+            save_grads(model, os.path.join(a.grads_dir, f"peer_step{step + 1}.pt"), rank)
         # clip_grad_norm_ across the mesh: TP-sharded pieces summed over TP, replicated ones once.
         sharded_sq = torch.zeros(1, dtype=torch.float64)
         replicated_sq = torch.zeros(1, dtype=torch.float64)
@@ -192,6 +243,8 @@ def main():
         dist.all_reduce(total, group=dp_group)
         if rank == 0:
             print(f"peer: step {step + 1} loss {total.item():.9f}", flush=True)
+        if step + 1 == a.dcp_at:
+            save_dcp(model, opt, step + 1, a.dcp_dir)
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     if rank == 0:  # rank 0 only: workers' stdout lines would interleave

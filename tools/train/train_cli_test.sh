@@ -23,6 +23,9 @@ expect_exit 2 "byte 19 is a space" --steps=4 "--fault=crash:rank=0,step=2
 touch "$tmp/a_file"
 expect_exit 2 "--checkpoint_dir='$tmp/a_file' is a file, not a directory" --checkpoint_dir="$tmp/a_file"
 expect_exit 2 "--checkpoint_dir='/sys/kernel' is not writable" --checkpoint_dir=/sys/kernel
+expect_exit 2 "--lm_dtype must be float32 or float64, not half" --job=lm --mesh=1x1 --lm_dtype=half
+expect_exit 2 "--lm_grads_steps needs --lm_grads_dir" --job=lm --mesh=1x1 --lm_grads_steps=2
+expect_exit 2 "--lm_grads_steps must be >= 0" --job=lm --mesh=1x1 --lm_grads_steps=-1
 
 # Issue 15, defect 8: a rerun of a finished run has nothing to do; another
 # run's checkpoint is refused unless asked for (one process, a free port).

@@ -78,6 +78,9 @@ ABSL_FLAG(int, lm_layers, 2, "--job=lm: decoder blocks");
 ABSL_FLAG(int, lm_context, 64, "--job=lm: tokens per sample");
 ABSL_FLAG(int, lm_mlp, 384, "--job=lm: MLP hidden size (the TP size must divide it)");
 ABSL_FLAG(double, lr, 1e-3, "--job=lm: AdamW learning rate");
+ABSL_FLAG(std::string, lm_dtype, "float32", "--job=lm: float32 or float64 (parameters, activations, AdamW moments)");
+ABSL_FLAG(std::string, lm_grads_dir, "", "--job=lm: save the gradients of the first --lm_grads_steps steps here");
+ABSL_FLAG(int, lm_grads_steps, 0, "--job=lm: steps whose gradients go to --lm_grads_dir/step<K> (checkpoints)");
 ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
@@ -175,6 +178,13 @@ int Main() {
     lm_job.model.mlp_hidden = absl::GetFlag(FLAGS_lm_mlp);
     lm_job.adam.lr = absl::GetFlag(FLAGS_lr);
     lm_job.log_every = run.log_every;
+    const std::string dtype = absl::GetFlag(FLAGS_lm_dtype);
+    if (dtype != "float32" && dtype != "float64") return BadUsage("--lm_dtype must be float32 or float64, not " + dtype);
+    lm_job.model.dtype = dtype == "float64" ? at::kDouble : at::kFloat;
+    lm_job.grads_dir = absl::GetFlag(FLAGS_lm_grads_dir);
+    lm_job.grads_steps = absl::GetFlag(FLAGS_lm_grads_steps);
+    if (lm_job.grads_steps < 0) return BadUsage("--lm_grads_steps must be >= 0");
+    if (lm_job.grads_steps > 0 && lm_job.grads_dir.empty()) return BadUsage("--lm_grads_steps needs --lm_grads_dir");
     if (lm_job.save_at < -1) return BadUsage("--save_at must be >= -1");
     if (lm_job.save_at >= 0 && run.checkpoint_dir.empty()) return BadUsage("--save_at needs --checkpoint_dir");
   }
