@@ -1,11 +1,13 @@
 """One rank of a large real torch.distributed.checkpoint save (under torchrun,
 Gloo, CPU), for the DCP streaming test and tools/bench/dcp_load_bench.sh:
-about TOTAL_MIB MiB of float32 in KEYS row-sharded DTensors (Shard(0) over
-every rank, rows of 1024 elements) and two small dense tensors (saved once),
-plus an int entry "step". Each rank builds only its own rows. Element
-(row, col) of key k is float((row * 1024 + col) % 4093 + k): dcp_load_run
-checks loaded shards against it. Several checkpoints (pairs of OUT_DIR and
-TOTAL_MIB) are written by one job, each of KEYS row-sharded tensors.
+about TOTAL_MIB MiB of float32 in rows of 1024 elements, three quarters in
+KEYS row-sharded DTensors "layers.<k>.weight" (Shard(0) over every rank, each
+rank building only its rows), a quarter in one plain tensor
+"layers.<KEYS>.weight" (saved once, by rank 0: a payload larger than any
+bounded buffer), plus two small plain tensors and an int entry "step".
+Element (row, col) of layers.<k>.weight is float((row * 1024 + col) % 4093 +
+k): dcp_load_run checks loaded shards against it. Several checkpoints (pairs
+of OUT_DIR and TOTAL_MIB) are written by one job.
   dcp_big_save.py KEYS OUT_DIR TOTAL_MIB [OUT_DIR TOTAL_MIB ...]"""
 import sys
 
@@ -25,13 +27,15 @@ def rows_of(first, count, k):
 
 
 def save(out, total_mib, keys, mesh, world, rank):
-    # Rows per key, a multiple of the world size: every rank holds as many.
-    rows = max(world, (total_mib << 20) // (4 * COLS) // keys // world * world)
+    total_rows = (total_mib << 20) // (4 * COLS)
+    # Rows per sharded key, a multiple of the world size: every rank holds as many.
+    rows = max(world, total_rows * 3 // 4 // keys // world * world)
     per_rank = rows // world
     sd = {}
     for k in range(keys):
         local = rows_of(rank * per_rank, per_rank, k)
         sd["layers.%d.weight" % k] = DTensor.from_local(local, mesh, [Shard(0)], run_check=False)
+    sd["layers.%d.weight" % keys] = rows_of(0, max(1, total_rows - rows * keys), keys)
     sd["dense.bias"] = torch.arange(COLS, dtype=torch.float32)
     sd["dense.scale"] = torch.tensor(0.5)
     sd["step"] = 7
