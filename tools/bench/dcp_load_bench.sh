@@ -21,7 +21,8 @@
 # read their files at once) and to dcp.load.
 # Usage: bash tools/bench/dcp_load_bench.sh [GIB (1; 0.25 is 256 MiB)] [ROUNDS (3)] [DIR]
 # Environment: TORCH_VENV (~/.cache/shardlight/torch-2.15.0), BAZEL ("bazel"),
-# COMPILATION_MODE (opt).
+# COMPILATION_MODE (opt); BENCH_BIN, a bazel-bin that holds tools/ckpt/ckpt and
+# tools/bench/dcp_load_run already built (with --config=torch2): no build then.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 gib=${1:-1}
@@ -30,9 +31,13 @@ dir=${3:-/var/tmp/shardlight-dcp-bench}
 venv=${TORCH_VENV:-$HOME/.cache/shardlight/torch-2.15.0}
 bazel=${BAZEL:-bazel}
 flags=(-c "${COMPILATION_MODE:-opt}" --config=torch2)
-$bazel build "${flags[@]}" //tools/ckpt //tools/bench:dcp_load_run >/dev/null 2>&1 ||
-  { echo "dcp_load_bench: the build failed: $bazel build ${flags[*]} //tools/ckpt //tools/bench:dcp_load_run" >&2; exit 1; }
-bin=$($bazel info "${flags[@]}" bazel-bin 2>/dev/null)
+if [ -n "${BENCH_BIN:-}" ]; then
+  bin=$BENCH_BIN
+else
+  $bazel build "${flags[@]}" //tools/ckpt //tools/bench:dcp_load_run >/dev/null 2>&1 ||
+    { echo "dcp_load_bench: the build failed: $bazel build ${flags[*]} //tools/ckpt //tools/bench:dcp_load_run" >&2; exit 1; }
+  bin=$($bazel info "${flags[@]}" bazel-bin 2>/dev/null)
+fi
 ckpt="$bin/tools/ckpt/ckpt"
 load="$bin/tools/bench/dcp_load_run"
 export LD_LIBRARY_PATH="$venv/libtorch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
