@@ -181,7 +181,7 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
         // (A 0-d tensor's one element always intersects: empty boxes of no dims.)
         std::optional<Box> region = Intersect(shard, dst);
         if (!region) continue;
-        SL_ASSIGN_OR_RETURN(const File* file, reader.OpenDataFile(shard.file, key));
+        SL_ASSIGN_OR_RETURN(const File* file, reader.OpenShard(saved, shard, key));
         ops->push_back({&key, &saved, &shard, file, &dst, *std::move(region)});
       }
     }

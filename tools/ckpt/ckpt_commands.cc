@@ -256,7 +256,7 @@ int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
         status = absl::DataLossError(absl::StrCat("data file ", Quote(s.file), " failed its check (above)"));
         break;
       }
-      auto file = reader->OpenDataFile(s.file, t.key);
+      auto file = reader->OpenShard(t, s, t.key);
       if (!file.ok()) {
         status = file.status();
         break;

@@ -18,7 +18,7 @@ absl::Status FillRegion(sharded::checkpoint::CheckpointReader& reader, sharded::
     if (sh.NumElements() == 0) continue;
     std::optional<sharded::Box> region = sharded::Intersect(sh, box);
     if (!region) continue;
-    auto f = reader.OpenDataFile(sh.file, t.key);
+    auto f = reader.OpenShard(t, sh, t.key);
     if (!f.ok()) return f.status();
     absl::Status c = entries.Copy(reader.SourceOf(t, sh, *f), dst, dst_offsets, region->offsets, region->sizes);
     if (!c.ok()) {

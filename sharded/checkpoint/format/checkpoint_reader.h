@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -32,16 +33,18 @@ constexpr int64_t kIndexBytesPerDataByte = 8;
 absl::StatusOr<std::string> ReadIndexText(Storage& storage, const std::string& dir);
 
 // The data files of a checkpoint in another format (interop/: PyTorch DCP):
-// how each is checked when first opened and where its entries' bytes are.
-// Its entries carry no checksums.
+// where each shard's bytes are, found on the shard's first use (a reader
+// that needs one key of a file with many reads the headers of that key's
+// payload only). Its entries carry no checksums.
 class ForeignDataFiles {
  public:
   virtual ~ForeignDataFiles() = default;
-  // Checks `file` (the index's file `name`) and sets begin and end of every
-  // shard the index places in it to the absolute byte range of its
-  // row-major data; the error names the file and, for a shard, its key.
-  virtual absl::Status Open(const File& file, const std::string& name,
-                            const std::vector<std::pair<const IndexTensor*, IndexShard*>>& shards) = 0;
+  // Locates `shard` of `tensor` in `file` (the index's file `name`, open):
+  // sets its begin and end to the absolute byte range of its row-major data.
+  // Called at most once per shard that succeeds; the error names the file and
+  // the shard's key.
+  virtual absl::Status Locate(const File& file, const std::string& name, const IndexTensor& tensor,
+                              IndexShard* shard) = 0;
 };
 
 class CheckpointReader {
@@ -50,7 +53,8 @@ class CheckpointReader {
   static absl::StatusOr<CheckpointReader> Open(const std::string& dir, Storage& storage = PosixStorage());
 
   // A checkpoint in another format: `index` (files and shards, checked by
-  // the caller; shards' byte ranges are set by `files` as files open),
+  // the caller; shards' byte ranges are set by `files` as shards are first
+  // used, OpenShard),
   // `index_bytes` the size of the metadata it came from, `format` what it is
   // ("PyTorch DCP"). block_bytes is the read unit (no checksums).
   static CheckpointReader OpenForeign(const std::string& dir, Storage& storage, CheckpointIndex index,
@@ -67,17 +71,24 @@ class CheckpointReader {
   int64_t header_bytes_read() const { return header_bytes_read_; }
   int files_opened() const { return static_cast<int>(files_.size()); }
 
-  // Opens file `name` of the index on first use and checks it; `key` (may be
-  // empty) is the key that needs it, named in errors about the file ("key 'w':
-  // data file 'f' is truncated"); an error about one entry names that entry's
-  // key instead.
+  // Opens file `name` of the index on first use and checks it (a foreign
+  // format's files are only opened: their shards are checked by OpenShard);
+  // `key` (may be empty) is the key that needs it, named in errors about the
+  // file ("key 'w': data file 'f' is truncated"); an error about one entry
+  // names that entry's key instead.
   absl::StatusOr<const File*> OpenDataFile(const std::string& name, const std::string& key);
 
-  // Opens and checks every file the index lists, needed or not: what a tool
-  // that reads the whole checkpoint calls first. The first error.
+  // OpenDataFile for the file of `shard` of `tensor` (of this reader's
+  // index), and in a foreign format the shard located in it on first use
+  // (ForeignDataFiles::Locate's errors). What a reader calls before SourceOf.
+  absl::StatusOr<const File*> OpenShard(const IndexTensor& tensor, const IndexShard& shard, const std::string& key);
+
+  // Opens and checks every file the index lists, needed or not, and every
+  // shard in it (OpenShard): what a tool that reads the whole checkpoint
+  // calls first. The first error.
   absl::Status CheckEveryFile();
 
-  // Where `shard` of `tensor` is, in an opened file.
+  // Where `shard` of `tensor` is, in the file OpenShard returned for it.
   EntrySource SourceOf(const IndexTensor& tensor, const IndexShard& shard, const File* file) const;
 
  private:
@@ -97,6 +108,9 @@ class CheckpointReader {
   std::map<std::string, std::unique_ptr<File>> files_;
   // The shards the index places in each file.
   std::map<std::string, std::vector<std::pair<const IndexTensor*, IndexShard*>>> shards_by_file_;
+  // A foreign format's shards (the index's, writable) and whether each is
+  // located yet.
+  std::unordered_map<const IndexShard*, std::pair<IndexShard*, bool>> foreign_shards_;
 };
 
 }  // namespace shardlight::sharded::checkpoint

@@ -42,44 +42,36 @@ std::string ChunkWhere(const std::string& key, const std::vector<int64_t>& offse
   return absl::StrCat("key ", Quote(key), " chunk at [", absl::StrJoin(offsets, ", "), "]");
 }
 
-// Locates the chunk payloads of a file when it is first opened.
+// Locates a chunk's payload on the chunk's first use: its zip directory and
+// data.pkl are read then, and only its own. Until then the shard's byte range
+// is the whole payload's (IndexOf).
 class DcpDataFiles : public ForeignDataFiles {
  public:
   explicit DcpDataFiles(std::string dir) : dir_(std::move(dir)) {}
 
-  void Add(const std::string& file, const std::string& entry, const DcpItem& item) {
-    items_.emplace(Id(file, entry), item);
-  }
-
-  absl::Status Open(const File& file, const std::string& name,
-                    const std::vector<std::pair<const IndexTensor*, IndexShard*>>& shards) override {
-    for (const auto& [tensor, shard] : shards) {
-      const DcpItem& item = items_.at(Id(name, shard->entry));
-      const std::string display =
-          absl::StrCat(ChunkWhere(tensor->key, shard->offsets), ": DCP file ", Quote(JoinPath(dir_, name)));
-      SL_ASSIGN_OR_RETURN(const TorchSavePayload payload, TorchSavePayload::Open(file, item.offset, item.length, display));
-      SL_ASSIGN_OR_RETURN(const PayloadTensor t, payload.Tensor(payload.graph().root(), "its payload"));
-      if (t.dtype != tensor->dtype || t.sizes != shard->sizes) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            display, ": the payload holds a ", DtypeName(t.dtype), " tensor of sizes ", ShapeToString(t.sizes),
-            "; .metadata says ", DtypeName(tensor->dtype), " ", ShapeToString(shard->sizes)));
-      }
-      shard->begin = t.begin;
-      shard->end = t.end;
+  absl::Status Locate(const File& file, const std::string& name, const IndexTensor& tensor,
+                      IndexShard* shard) override {
+    const std::string display =
+        absl::StrCat(ChunkWhere(tensor.key, shard->offsets), ": DCP file ", Quote(JoinPath(dir_, name)));
+    SL_ASSIGN_OR_RETURN(const TorchSavePayload payload,
+                        TorchSavePayload::Open(file, shard->begin, shard->end - shard->begin, display));
+    SL_ASSIGN_OR_RETURN(const PayloadTensor t, payload.Tensor(payload.graph().root(), "its payload"));
+    if (t.dtype != tensor.dtype || t.sizes != shard->sizes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          display, ": the payload holds a ", DtypeName(t.dtype), " tensor of sizes ", ShapeToString(t.sizes),
+          "; .metadata says ", DtypeName(tensor.dtype), " ", ShapeToString(shard->sizes)));
     }
+    shard->begin = t.begin;
+    shard->end = t.end;
     return absl::OkStatus();
   }
 
  private:
-  static std::string Id(const std::string& file, const std::string& entry) {
-    return absl::StrCat(file, std::string(1, '\0'), entry);
-  }
   std::string dir_;
-  std::unordered_map<std::string, DcpItem> items_;
 };
 
 // The index of a DCP checkpoint: one shard per chunk.
-absl::StatusOr<CheckpointIndex> IndexOf(const DcpMetadata& md, const std::string& display, DcpDataFiles* files) {
+absl::StatusOr<CheckpointIndex> IndexOf(const DcpMetadata& md, const std::string& display) {
   CheckpointIndex index;
   index.block_bytes = kDcpReadBlockBytes;
   std::unordered_map<std::string, int> ranks;  // file -> rank
@@ -112,9 +104,8 @@ absl::StatusOr<CheckpointIndex> IndexOf(const DcpMetadata& md, const std::string
       s.rank = std::max(ranks[c.item.file], 0);
       s.file = c.item.file;
       s.entry = absl::StrCat(t.key, "@", absl::StrJoin(c.offsets, ","));
-      s.begin = c.item.offset;  // the payload until the file is opened and the chunk located
+      s.begin = c.item.offset;  // the whole payload until the chunk is located in it (DcpDataFiles)
       s.end = c.item.offset + c.item.length;
-      files->Add(s.file, s.entry, c.item);
       it.shards.push_back(std::move(s));
     }
     // The tiling alone: DCP holds dtypes a ShardedTensor does not (any dtype
@@ -237,10 +228,10 @@ absl::StatusOr<DcpMetadata> ReadDcpMetadata(const std::string& dir, Storage& sto
 
 absl::StatusOr<CheckpointReader> OpenDcpCheckpoint(const std::string& dir, Storage& storage) {
   SL_ASSIGN_OR_RETURN(const DcpMetadata md, ReadDcpMetadata(dir, storage));
-  auto files = std::make_unique<DcpDataFiles>(dir);
   SL_ASSIGN_OR_RETURN(CheckpointIndex index,
-                      IndexOf(md, absl::StrCat("DCP metadata ", Quote(JoinPath(dir, kDcpMetadataFileName))), files.get()));
-  return CheckpointReader::OpenForeign(dir, storage, std::move(index), md.bytes, kDcpFormatName, std::move(files));
+                      IndexOf(md, absl::StrCat("DCP metadata ", Quote(JoinPath(dir, kDcpMetadataFileName)))));
+  return CheckpointReader::OpenForeign(dir, storage, std::move(index), md.bytes, kDcpFormatName,
+                                       std::make_unique<DcpDataFiles>(dir));
 }
 
 absl::StatusOr<std::vector<DcpPlainValue>> ReadDcpValues(const std::string& dir, Storage& storage,

@@ -5,10 +5,11 @@
 // and byte ranges its shards overlap.
 //
 // The index comes from .metadata (dcp_metadata.h): one shard per chunk, in
-// the .distcp file its payload is in. A data file is checked when first
-// opened: every chunk payload the index places in it is located (its zip
-// directory and pickle read, nothing else: torch_save_payload.h) and must
-// be a tensor of the chunk's dtype and sizes, stored row-major. DCP stores
+// the .distcp file its payload is in. A chunk's payload is located on the
+// chunk's first use (CheckpointReader::OpenShard; its zip directory and
+// pickle read, nothing else: torch_save_payload.h), so a rank reads the
+// headers of the payloads it loads only; it must be a tensor of the chunk's
+// dtype and sizes, stored row-major. DCP stores
 // no checksums: what the bytes hold is not verified (CheckpointReader::
 // checksummed() is false).
 //

@@ -187,6 +187,68 @@ TEST(DcpCheckpointTest, DamagedPayloadsAreErrorsNotWrongValues) {
   EXPECT_THAT(std::string(s.message()), HasSubstr("no zip end record"));
 }
 
+// Loads `key` alone into a dense tensor on one rank.
+absl::StatusOr<at::Tensor> LoadOneKey(const std::string& dir, const std::string& key, const at::Tensor& like) {
+  simulate::SimulatedCluster cluster(1);
+  at::Tensor dst = at::zeros(like.sizes(), like.options());
+  absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
+    StateDict fill;
+    if (absl::Status i = fill.Insert(key, dst); !i.ok()) return i;
+    LoadOptions options;
+    options.keys = {key};
+    options.strict = false;
+    return LoadCheckpoint(fill, dir, *ctx.pg, options);
+  });
+  if (!s.ok()) return s;
+  return dst;
+}
+
+TEST(DcpCheckpointTest, ALoadLocatesOnlyThePayloadsOfTheKeysItReads) {
+  const std::string dir = Copy();
+  auto md = ReadDcpMetadata(dir, PosixStorage());
+  ASSERT_TRUE(md.ok()) << md.status();
+  // Two keys with a chunk each in one file: `kept` is loaded, `broken`'s
+  // payload has its zip end record destroyed.
+  const DcpTensor* kept = nullptr;
+  const DcpChunk* broken = nullptr;
+  std::string broken_key;
+  for (const DcpTensor& a : md->tensors) {
+    for (const DcpTensor& b : md->tensors) {
+      if (&a == &b || a.chunks.size() != 1 || kept != nullptr) continue;
+      for (const DcpChunk& c : b.chunks) {
+        if (c.item.file == a.chunks[0].item.file && broken == nullptr) {
+          kept = &a;
+          broken = &c;
+          broken_key = b.key;
+        }
+      }
+    }
+  }
+  ASSERT_NE(kept, nullptr) << "no file holds chunks of two keys";
+  const std::string path = dir + "/" + broken->item.file;
+  std::string data = ReadAll(path);
+  const std::string payload = data.substr(broken->item.offset, broken->item.length);
+  const size_t end_record = payload.rfind("PK\x05\x06");
+  ASSERT_NE(end_record, std::string::npos);
+  data[broken->item.offset + end_record] = 'X';
+  WriteAll(path, data);
+
+  at::Tensor want;
+  for (const auto& [key, full] : Reference()) {
+    if (key == kept->key) want = full;
+  }
+  ASSERT_TRUE(want.defined()) << kept->key;
+  auto got = LoadOneKey(dir, kept->key, want);
+  ASSERT_TRUE(got.ok()) << kept->key << " (" << broken->item.file << " also holds the broken " << broken_key
+                        << "): " << got.status();
+  EXPECT_TRUE(BitEqual(*got, want)) << kept->key;
+  // The broken payload is an error as soon as it is needed, naming its key and file.
+  absl::Status s = LoadStatus(dir);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("key '" + broken_key + "'"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr(broken->item.file));
+}
+
 TEST(DcpCheckpointTest, LoadOfADamagedCheckpointFailsOnEveryRankAndWritesNothing) {
   const std::string dir = Copy();
   fs::remove(dir + "/__2_0.distcp");

@@ -44,7 +44,7 @@ absl::StatusOr<at::Tensor> ReadWhole(CheckpointReader& reader, EntryReader& entr
   const std::vector<int64_t> origin(t.shape.size(), 0);
   for (const IndexShard& sh : t.shards) {
     if (sh.NumElements() == 0) continue;
-    SL_ASSIGN_OR_RETURN(auto f, reader.OpenDataFile(sh.file, t.key));
+    SL_ASSIGN_OR_RETURN(auto f, reader.OpenShard(t, sh, t.key));
     absl::Status s = entries.Copy(reader.SourceOf(t, sh, f), full, origin, sh.offsets, sh.sizes);
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat("key ", Quote(t.key), ": ", s.message()));
   }

@@ -1,9 +1,11 @@
 #include "sharded/checkpoint/interop/pytorch/torch_save_payload.h"
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sharded/shard_metadata.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
@@ -60,15 +62,10 @@ absl::StatusOr<PayloadTensor> TorchSavePayload::Tensor(int node, const std::stri
   if (t.sizes.size() != t.strides.size()) {
     return Bad(display_, absl::StrCat(what, ": ", t.sizes.size(), " sizes but ", t.strides.size(), " strides"));
   }
-  int64_t numel = 1;
-  bool overflow = false, empty = false;
-  for (int64_t s : t.sizes) {
-    if (s < 0) return Bad(display_, absl::StrCat(what, ": a negative size"));
-    empty = empty || s == 0;
-    overflow = overflow || __builtin_mul_overflow(numel, s, &numel);
-  }
-  if (empty) numel = 0;
-  if (overflow && !empty) return Bad(display_, absl::StrCat(what, ": its sizes overflow"));
+  const std::vector<int64_t> sizes(t.sizes.begin(), t.sizes.end());
+  const absl::StatusOr<int64_t> counted = CheckedNumElements(sizes);
+  if (!counted.ok()) return Bad(display_, absl::StrCat(what, ": ", counted.status().message()));
+  const int64_t numel = *counted;
   if (numel > 0) {
     int64_t expected = 1;
     for (size_t i = t.sizes.size(); i-- > 0;) {
