@@ -134,6 +134,9 @@ struct LoadStats {
   int64_t index_bytes_read = 0;
   int64_t bytes_loaded = 0;  // written into this rank's destination tensors
   int files_opened = 0;
+  // Pieces read: one per overlap of a saved shard with a destination box of
+  // this rank (a whole small tensor is one piece).
+  int64_t pieces_read = 0;
   // The state dict's keys nothing was loaded into, and the selected
   // checkpoint keys (as the index names them) that were not loaded; sorted.
   std::vector<std::string> missing_keys;

@@ -264,6 +264,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
     stats->index_bytes_read = reader->index_bytes();
     stats->bytes_loaded = read_stats.bytes_copied;
     stats->files_opened = reader->files_opened();
+    stats->pieces_read = static_cast<int64_t>(ops.size());
     stats->missing_keys = keys.missing_keys;
     stats->unexpected_keys = keys.unexpected_keys;
   };

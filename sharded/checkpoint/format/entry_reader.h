@@ -29,18 +29,22 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "sharded/checkpoint/storage/storage.h"
 
 namespace shardlight::sharded::checkpoint {
 
 // One entry: where its bytes are and how to check them.
+// Views only (built per read, so it copies nothing): what it names must
+// outlive it.
 struct EntrySource {
   const File* file = nullptr;
-  std::string file_name;   // for messages
-  std::string entry_name;  // for messages
+  absl::string_view file_name;   // for messages
+  absl::string_view entry_name;  // for messages
   c10::ScalarType dtype = c10::ScalarType::Float;
-  std::vector<int64_t> offsets;  // the box the entry holds in the global tensor
-  std::vector<int64_t> sizes;
+  absl::Span<const int64_t> offsets;  // the box the entry holds in the global tensor
+  absl::Span<const int64_t> sizes;
   int64_t begin = 0;  // absolute byte offset of the entry in the file
   int64_t block_bytes = 0;
   // CRC32C of each block; null for an entry of a format without checksums

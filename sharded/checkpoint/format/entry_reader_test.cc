@@ -75,7 +75,7 @@ EntrySource SourceOf(const Written& w, size_t i) {
   s.entry_name = w.layout.entries[i].name;
   s.dtype = w.tensors[i].scalar_type();
   s.offsets = w.offsets[i];
-  s.sizes = w.tensors[i].sizes().vec();
+  s.sizes = absl::MakeConstSpan(w.tensors[i].sizes().data(), w.tensors[i].sizes().size());
   s.begin = w.layout.entries[i].begin;
   s.block_bytes = kBlock;
   s.block_crcs = &w.layout.entries[i].block_crcs;
