@@ -188,9 +188,10 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   }
   // File order, then byte order: sequential reads, and tiles of one entry in
   // a row so their shared boundary blocks are read once.
+  // (Names are compared only across files: one file's ops share one File.)
   std::stable_sort(ops->begin(), ops->end(), [](const ReadOp& a, const ReadOp& b) {
-    return std::tie(a.shard->file, a.shard->begin, a.region.offsets) <
-           std::tie(b.shard->file, b.shard->begin, b.region.offsets);
+    if (a.file != b.file) return a.shard->file < b.shard->file;
+    return std::tie(a.shard->begin, a.region.offsets) < std::tie(b.shard->begin, b.region.offsets);
   });
   return absl::OkStatus();
 }

@@ -7,13 +7,15 @@ namespace {
 
 using Type = JsonReader::Type;
 
-absl::Status Invalid(absl::string_view what, absl::string_view field, absl::string_view index, absl::string_view problem) {
-  return absl::InvalidArgumentError(absl::StrCat(what, field, index, problem));
+// `index` < 0: not an array element.
+absl::Status Invalid(absl::string_view what, absl::string_view field, int64_t index, absl::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, field, index < 0 ? "" : absl::StrCat("[", index, "]"), problem));
 }
 
-// The next value as an integer in [min, max]; `index` ("[2]" or "") is part
-// of the name.
-absl::Status ReadInt(JsonReader& reader, absl::string_view what, absl::string_view field, absl::string_view index,
+// The next value as an integer in [min, max]; `index` (an array element's,
+// or -1) is part of its name.
+absl::Status ReadInt(JsonReader& reader, absl::string_view what, absl::string_view field, int64_t index,
                      int64_t min, int64_t max, int64_t* out) {
   Type type;
   if (!reader.Peek(&type)) return reader.status();
@@ -42,12 +44,12 @@ absl::Status ReadInt(JsonReader& reader, absl::string_view what, absl::string_vi
 }  // namespace
 
 absl::Status MissingField(absl::string_view what, absl::string_view field) {
-  return Invalid(what, field, "", " is missing");
+  return Invalid(what, field, -1, " is missing");
 }
 
 absl::Status ReadInt64(JsonReader& reader, absl::string_view what, absl::string_view field, int64_t min, int64_t max,
                        int64_t* out) {
-  return ReadInt(reader, what, field, "", min, max, out);
+  return ReadInt(reader, what, field, -1, min, max, out);
 }
 
 absl::Status ReadString(JsonReader& reader, absl::string_view what, absl::string_view field, std::string* out) {
@@ -55,7 +57,7 @@ absl::Status ReadString(JsonReader& reader, absl::string_view what, absl::string
   if (!reader.Peek(&type)) return reader.status();
   if (type != Type::kString) {
     if (!reader.Skip(/*kept=*/true)) return reader.status();
-    return Invalid(what, field, "", " is not a string");
+    return Invalid(what, field, -1, " is not a string");
   }
   absl::string_view s;
   if (!reader.ReadString(&s)) return reader.status();
@@ -69,7 +71,7 @@ absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::st
   if (!reader.Peek(&type)) return reader.status();
   if (type != Type::kArray) {
     if (!reader.Skip(/*kept=*/true)) return reader.status();
-    return Invalid(what, field, "", " is not an array");
+    return Invalid(what, field, -1, " is not an array");
   }
   out->clear();
   absl::Status first;  // the first bad element; the array is read to its end
@@ -79,7 +81,7 @@ absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::st
     if (!reader.CountElement()) return reader.status();
     int64_t v = 0;
     absl::Status s = first.ok() && n < max_length
-                         ? ReadInt(reader, what, field, absl::StrCat("[", n, "]"), min, max, &v)
+                         ? ReadInt(reader, what, field, static_cast<int64_t>(n), min, max, &v)
                          : (reader.Skip(/*kept=*/true) ? absl::OkStatus() : reader.status());
     if (!reader.ok()) return reader.status();
     if (!s.ok() && first.ok()) first = s;
@@ -88,7 +90,7 @@ absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::st
   }
   if (!reader.ok()) return reader.status();
   if (n > max_length) {
-    return Invalid(what, field, "", absl::StrCat(" has ", n, " elements; at most ", max_length));
+    return Invalid(what, field, -1, absl::StrCat(" has ", n, " elements; at most ", max_length));
   }
   return first;
 }
