@@ -248,7 +248,7 @@ TEST(EntryReaderTest, AdjacentEntriesAreReadTogetherAndCorruptionNamesTheEntry) 
     return runs;
   };
   ReadStats stats;
-  EntryReader reader(4 * kBlock, &stats);
+  EntryReader reader(64 * kBlock, &stats);  // room for all three: one read
   std::vector<at::Tensor> dst = destinations();
   size_t failed = 99;
   ASSERT_TRUE(reader.CopyAdjacent(runs_into(dst), &failed).ok());
