@@ -142,6 +142,9 @@ struct LoadStats {
   // the rest (the index, the plan, the agreements).
   double data_seconds = 0;
   double metadata_seconds = 0;
+  // Pieces read: one per overlap of a saved shard with a destination box of
+  // this rank (a whole small tensor is one piece).
+  int64_t pieces_read = 0;
   // The state dict's keys nothing was loaded into, and the selected
   // checkpoint keys (as the index names them) that were not loaded; sorted.
   std::vector<std::string> missing_keys;

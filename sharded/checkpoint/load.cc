@@ -189,9 +189,10 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   }
   // File order, then byte order: sequential reads, and tiles of one entry in
   // a row so their shared boundary blocks are read once.
+  // (Names are compared only across files: one file's ops share one File.)
   std::stable_sort(ops->begin(), ops->end(), [](const ReadOp& a, const ReadOp& b) {
-    return std::tie(a.shard->file, a.shard->begin, a.region.offsets) <
-           std::tie(b.shard->file, b.shard->begin, b.region.offsets);
+    if (a.file != b.file) return a.shard->file < b.shard->file;
+    return std::tie(a.shard->begin, a.region.offsets) < std::tie(b.shard->begin, b.region.offsets);
   });
   return absl::OkStatus();
 }
@@ -223,13 +224,39 @@ absl::Status VerifyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops,
   return absl::OkStatus();
 }
 
+// Entries at most this large are read together with their neighbours in
+// the file (EntryReader::CopyAdjacent); larger ones go straight into their
+// destinations.
+constexpr int64_t kCoalescedEntryBytes = int64_t{256} << 10;
+
 absl::Status CopyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops, EntryReader& entries) {
+  std::vector<EntryRun> runs;
+  std::vector<const ReadOp*> run_ops;  // the op of each run
+  auto flush = [&]() -> absl::Status {
+    size_t failed = 0;
+    absl::Status s = entries.CopyAdjacent(runs, &failed);
+    if (!s.ok()) return Fail(*run_ops[failed], s);
+    runs.clear();
+    run_ops.clear();
+    return absl::OkStatus();
+  };
   for (const ReadOp& op : ops) {
-    absl::Status s = entries.Copy(reader.SourceOf(*op.tensor, *op.shard, op.file), op.dst->tensor, op.dst->offsets,
-                                  op.region.offsets, op.region.sizes);
+    EntrySource src = reader.SourceOf(*op.tensor, *op.shard, op.file);
+    char* whole = op.shard->end - op.shard->begin <= kCoalescedEntryBytes
+                      ? EntryReader::WholeEntryDestination(src, op.dst->tensor, op.dst->offsets, op.region.offsets,
+                                                           op.region.sizes)
+                      : nullptr;
+    const bool follows = !runs.empty() && runs.back().src.file == src.file && op.shard->begin == run_ops.back()->shard->end;
+    if (!runs.empty() && (whole == nullptr || !follows)) SL_RETURN_IF_ERROR(flush());
+    if (whole != nullptr) {
+      runs.push_back({src, whole});
+      run_ops.push_back(&op);
+      continue;
+    }
+    absl::Status s = entries.Copy(src, op.dst->tensor, op.dst->offsets, op.region.offsets, op.region.sizes);
     if (!s.ok()) return Fail(op, s);
   }
-  return absl::OkStatus();
+  return runs.empty() ? absl::OkStatus() : flush();
 }
 
 }  // namespace
@@ -268,6 +295,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
     stats->index_bytes_read = reader->index_bytes();
     stats->bytes_loaded = read_stats.bytes_copied;
     stats->files_opened = reader->files_opened();
+    stats->pieces_read = static_cast<int64_t>(ops.size());
     stats->missing_keys = keys.missing_keys;
     stats->unexpected_keys = keys.unexpected_keys;
     stats->data_seconds = std::chrono::duration<double>(data_time).count();

@@ -4,9 +4,10 @@
 #include <set>
 #include <utility>
 
-#include <nlohmann/json.hpp>
-
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/format/data_file.h"
@@ -47,46 +48,57 @@ std::string EntryNameOf(const std::string& key, int shard) {
   return shard < 0 ? key : absl::StrCat(key, "/shard-", shard);
 }
 
-// This rank's contribution to the index: its file and its entries.
+// This rank's contribution to the index: its file and its entries, one
+// line each, fields separated by tabs. Keys and entry names hold no control
+// character (ValidateKey), so neither separator can occur inside a field.
 std::string RecordsPayload(const std::string& file_name, const WrittenFile& written, const SavePlan& plan) {
-  nlohmann::json j;
-  j["file"] = {file_name, written.bytes, written.header_bytes};
-  nlohmann::json entries = nlohmann::json::array();
+  std::string out = absl::StrCat(file_name, "\t", written.bytes, "\t", written.header_bytes, "\n");
+  out.reserve(out.size() + written.entries.size() * 96);
   for (size_t i = 0; i < written.entries.size(); ++i) {
     const WrittenEntry& e = written.entries[i];
-    entries.push_back({plan.refs[i].first, plan.refs[i].second, e.name, e.begin, e.end, EncodeCrcHex(e.block_crcs)});
+    absl::StrAppend(&out, plan.refs[i].first, "\t", plan.refs[i].second, "\t", e.name, "\t", e.begin, "\t", e.end, "\t",
+                    EncodeCrcHex(e.block_crcs), "\n");
   }
-  j["entries"] = std::move(entries);
-  return j.dump();
+  return out;
 }
 
 struct Record {
-  std::string file, entry;
+  const std::string* file;  // the IndexFile's name
+  std::string entry;
   int64_t begin, end;
   std::vector<uint32_t> crcs;
 };
 
-absl::Status DecodeRecords(const std::string& payload, int rank, IndexFile* file,
-                           std::map<std::pair<std::string, int>, Record>* records) {
-  nlohmann::json j = nlohmann::json::parse(payload, nullptr, false);
-  try {
-    if (j.is_discarded()) return absl::InternalError("unreadable shard records");
-    const auto& f = j.at("file");
-    file->name = f.at(0).get<std::string>();
-    file->rank = rank;
-    file->bytes = f.at(1).get<int64_t>();
-    file->header_bytes = f.at(2).get<int64_t>();
-    for (const auto& e : j.at("entries")) {
-      Record r;
-      r.file = file->name;
-      r.entry = e.at(2).get<std::string>();
-      r.begin = e.at(3).get<int64_t>();
-      r.end = e.at(4).get<int64_t>();
-      if (!DecodeCrcHex(e.at(5).get<std::string>(), &r.crcs)) return absl::InternalError("bad checksums in shard records");
-      (*records)[{e.at(0).get<std::string>(), e.at(1).get<int>()}] = std::move(r);
+// (key, shard index or -1 for dense) -> where its bytes are.
+using Records = absl::flat_hash_map<std::pair<std::string, int>, Record>;
+
+// `file` must stay where it is while `records` is used.
+absl::Status DecodeRecords(const std::string& payload, int rank, IndexFile* file, Records* records) {
+  auto bad = [&](absl::string_view what) {
+    return absl::InternalError(absl::StrCat("unreadable shard records from rank ", rank, ": ", what));
+  };
+  std::vector<absl::string_view> lines = absl::StrSplit(payload, '\n');
+  if (lines.empty() || !lines.back().empty()) return bad("not newline-terminated");
+  lines.pop_back();
+  if (lines.empty()) return bad("no file line");
+  const std::vector<absl::string_view> head = absl::StrSplit(lines[0], '\t');
+  if (head.size() != 3 || !absl::SimpleAtoi(head[1], &file->bytes) || !absl::SimpleAtoi(head[2], &file->header_bytes)) {
+    return bad("bad file line");
+  }
+  file->name = std::string(head[0]);
+  file->rank = rank;
+  records->reserve(records->size() + lines.size() - 1);
+  for (size_t i = 1; i < lines.size(); ++i) {
+    const std::vector<absl::string_view> f = absl::StrSplit(lines[i], '\t');
+    Record r;
+    int shard = 0;
+    r.file = &file->name;
+    if (f.size() != 6 || !absl::SimpleAtoi(f[1], &shard) || !absl::SimpleAtoi(f[3], &r.begin) ||
+        !absl::SimpleAtoi(f[4], &r.end) || !DecodeCrcHex(std::string(f[5]), &r.crcs)) {
+      return bad(absl::StrCat("bad entry line ", i));
     }
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("unreadable shard records from rank ", rank, ": ", e.what()));
+    r.entry = std::string(f[2]);
+    (*records)[{std::string(f[0]), shard}] = std::move(r);
   }
   return absl::OkStatus();
 }
@@ -97,19 +109,18 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
   index.world_size = static_cast<int>(payloads.size());
   index.generation = generation;
   index.block_bytes = block_bytes;
-  std::map<std::pair<std::string, int>, Record> records;
+  Records records;
+  index.files.resize(payloads.size());  // never resized again: records point at the names
   for (int r = 0; r < static_cast<int>(payloads.size()); ++r) {
-    IndexFile file;
-    SL_RETURN_IF_ERROR(DecodeRecords(payloads[r], r, &file, &records));
-    index.files.push_back(std::move(file));
+    SL_RETURN_IF_ERROR(DecodeRecords(payloads[r], r, &index.files[r], &records));
   }
   auto take = [&](const std::string& key, int shard, IndexShard* out) -> absl::Status {
-    auto it = records.find({key, shard});
+    auto it = records.find(std::make_pair(key, shard));
     if (it == records.end()) {
       return absl::InternalError(absl::StrCat("key ", Quote(key), ": no rank reported shard ", shard));
     }
-    out->file = it->second.file;
-    out->entry = it->second.entry;
+    out->file = *it->second.file;
+    out->entry = std::move(it->second.entry);
     out->begin = it->second.begin;
     out->end = it->second.end;
     out->block_crcs = std::move(it->second.crcs);

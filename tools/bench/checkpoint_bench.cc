@@ -265,10 +265,12 @@ int RunSeries(const std::vector<int>& counts) {
   std::cout << absl::StrFormat(
       "checkpoint_bench series: W=%d thread-ranks, small float32 tensors of mixed sizes (even: chunked on dim 0, odd: "
       "dense), scale %d; page cache %s; best of %d\n"
-      "  plain = each rank writes (fsync) / reads its own bytes as one file, same run\n"
-      "  %8s %10s %9s %12s %11s %9s %12s %11s\n",
+      "  plain = each rank writes (fsync) / reads its own bytes as one file, same run; a piece = one saved shard\n"
+      "  (or dense tensor) read into one destination box, all ranks together; cpu = process user+sys\n"
+      "  %8s %10s %9s %12s %11s %9s %12s %11s %8s %10s %9s %9s %10s\n",
       config.world_size, config.scale, config.drop_cache ? "dropped before reads" : "kept", config.repeats, "tensors",
-      "MiB", "save s", "save us/t", "save ratio", "load s", "load us/t", "load ratio");
+      "MiB", "save s", "save us/t", "save ratio", "load s", "load us/t", "load ratio", "pieces", "load us/p",
+      "save cpu", "load cpu", "cpu us/p");
   double min_save = 0, max_save = 0, min_load = 0, max_load = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     config.tensors = counts[i];
@@ -277,9 +279,10 @@ int RunSeries(const std::vector<int>& counts) {
       std::cerr << "checkpoint_bench: series at " << counts[i] << " tensors failed: " << p.status() << "\n";
       return 1;
     }
-    std::cout << absl::StrFormat("  %8d %10.2f %9.3f %12.2f %11.3f %9.3f %12.2f %11.3f\n", p->tensors, p->bytes / kMiB,
-                                 p->save_s, p->save_per_tensor_us(), p->save_ratio(), p->load_s,
-                                 p->load_per_tensor_us(), p->load_ratio());
+    std::cout << absl::StrFormat("  %8d %10.2f %9.3f %12.2f %11.3f %9.3f %12.2f %11.3f %8d %10.2f %9.3f %9.3f %10.2f\n",
+                                 p->tensors, p->bytes / kMiB, p->save_s, p->save_per_tensor_us(), p->save_ratio(),
+                                 p->load_s, p->load_per_tensor_us(), p->load_ratio(), p->pieces,
+                                 p->load_per_piece_us(), p->save_cpu_s, p->load_cpu_s, p->load_cpu_per_piece_us());
     std::cout.flush();
     const double save = p->save_per_tensor_us(), load = p->load_per_tensor_us();
     min_save = i ? std::min(min_save, save) : save;

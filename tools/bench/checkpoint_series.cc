@@ -2,7 +2,10 @@
 
 #include <ATen/ATen.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <algorithm>
 #include <cstring>
@@ -133,6 +136,37 @@ absl::Status PlainRead(std::vector<char>& bytes, const std::string& path) {
   return s;
 }
 
+// CPU seconds (user + sys) of the whole process so far.
+double ProcessCpuSeconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+}
+
+// TimedInto, plus the process CPU time of the phase (rank 0 samples it
+// between the barriers that bound the timed part).
+template <typename F>
+absl::Status TimedWithCpu(RankContext& ctx, Measure* m, std::vector<double>* cpu, F&& body) {
+  double before = 0;
+  absl::Status s = TimedInto(ctx, m, [&] {
+    if (ctx.rank == 0) before = ProcessCpuSeconds();
+    absl::Status r = body();
+    ctx.pg->barrier()->wait();
+    if (ctx.rank == 0) cpu->push_back(ProcessCpuSeconds() - before);
+    return r;
+  });
+  return s;
+}
+
+// The CPU time of the run with the best wall time.
+double CpuOfBest(const Measure& m, const std::vector<double>& cpu) {
+  size_t best = 0;
+  for (size_t i = 1; i < m.runs.size() && i < cpu.size(); ++i) {
+    if (m.runs[i].seconds < m.runs[best].seconds) best = i;
+  }
+  return best < cpu.size() ? cpu[best] : 0;
+}
+
 }  // namespace
 
 absl::StatusOr<SeriesPoint> MeasureSeriesPoint(const SeriesConfig& c) {
@@ -151,6 +185,8 @@ absl::StatusOr<SeriesPoint> MeasureSeriesPoint(const SeriesConfig& c) {
   ckpt::LoadOptions load_options;
   load_options.buffer_bytes = c.buffer_bytes;
   Measure save, load, plain_write, plain_read;
+  std::vector<double> save_cpu, load_cpu;
+  std::atomic<int64_t> pieces{0};
   simulate::ClusterOptions cluster_options;
   cluster_options.collective_timeout = std::chrono::minutes(10);
   simulate::SimulatedCluster cluster(c.world_size, cluster_options);
@@ -166,14 +202,21 @@ absl::StatusOr<SeriesPoint> MeasureSeriesPoint(const SeriesConfig& c) {
     absl::Status st;
     for (int rep = 0; rep < c.repeats && st.ok(); ++rep) {
       st = TimedInto(ctx, &plain_write, [&] { return PlainWrite(bytes, mine); });
-      if (st.ok()) st = TimedInto(ctx, &save, [&] { return ckpt::SaveCheckpoint(*state, dir, *ctx.pg, save_options); });
+      if (st.ok()) {
+        st = TimedWithCpu(ctx, &save, &save_cpu, [&] { return ckpt::SaveCheckpoint(*state, dir, *ctx.pg, save_options); });
+      }
     }
     for (int rep = 0; rep < c.repeats && st.ok(); ++rep) {
       if (c.drop_cache && ctx.rank == 0) DropCache(plain);
       st = TimedInto(ctx, &plain_read, [&] { return PlainRead(bytes, mine); });
       ZeroAll(*state);
       if (c.drop_cache && ctx.rank == 0) DropCache(dir);
-      if (st.ok()) st = TimedInto(ctx, &load, [&] { return ckpt::LoadCheckpoint(*state, dir, *ctx.pg, load_options); });
+      ckpt::LoadStats stats;
+      if (st.ok()) {
+        st = TimedWithCpu(ctx, &load, &load_cpu,
+                          [&] { return ckpt::LoadCheckpoint(*state, dir, *ctx.pg, load_options, &stats); });
+      }
+      if (st.ok() && rep == 0) pieces += stats.pieces_read;
       if (st.ok()) st = CheckMixedState(*state);
     }
     return st;
@@ -190,6 +233,9 @@ absl::StatusOr<SeriesPoint> MeasureSeriesPoint(const SeriesConfig& c) {
   }
   p.save_s = save.seconds();
   p.load_s = load.seconds();
+  p.pieces = pieces.load();
+  p.save_cpu_s = CpuOfBest(save, save_cpu);
+  p.load_cpu_s = CpuOfBest(load, load_cpu);
   p.plain_write_s = plain_write.seconds();
   p.plain_read_s = plain_read.seconds();
   return p;

@@ -33,10 +33,18 @@ struct SeriesPoint {
   int world_size = 0;
   int64_t bytes = 0;  // the state's bytes (each dense tensor once)
   double save_s = 0, load_s = 0;
+  // Pieces one load reads, all ranks together: one per overlap of a saved
+  // shard with a destination box (LoadStats::pieces_read); here every piece
+  // is a whole shard or dense tensor.
+  int64_t pieces = 0;
+  // Process CPU time (user + sys, every thread) of the best save and load.
+  double save_cpu_s = 0, load_cpu_s = 0;
   // Each rank writes (then fsyncs) and reads its own bytes as one file.
   double plain_write_s = 0, plain_read_s = 0;
   double save_per_tensor_us() const { return save_s * 1e6 / tensors; }
   double load_per_tensor_us() const { return load_s * 1e6 / tensors; }
+  double load_per_piece_us() const { return pieces ? load_s * 1e6 / pieces : 0; }
+  double load_cpu_per_piece_us() const { return pieces ? load_cpu_s * 1e6 / pieces : 0; }
   // Checkpoint throughput over plain I/O throughput of the same bytes.
   double save_ratio() const { return plain_write_s / save_s; }
   double load_ratio() const { return plain_read_s / load_s; }

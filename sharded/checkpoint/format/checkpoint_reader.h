@@ -96,6 +96,11 @@ class CheckpointReader {
   void IndexShardsByFile();
   absl::Status CheckFile(const File& file, const IndexFile& expected);
   // FORMAT.md's __metadata__: format, the index's version, the file's rank.
+  std::map<std::string, std::string> ExpectedMetadata(const IndexFile& expected) const;
+  // The header a save writes for the shards `placed` in `expected`: length
+  // prefix, then the JSON (EncodeSafetensorsHeader).
+  std::string ExpectedHeader(const std::vector<std::pair<const IndexTensor*, IndexShard*>>& placed,
+                             const IndexFile& expected) const;
   absl::Status CheckFileMetadata(const std::map<std::string, std::string>& metadata, const IndexFile& expected);
 
   Storage* storage_ = nullptr;

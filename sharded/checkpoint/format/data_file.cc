@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/block_checksums.h"
@@ -25,6 +26,41 @@ namespace {
 // Writes from the tensor's own memory go out in pieces of this size: small
 // enough that the write finds the bytes the checksum just read in cache.
 constexpr int64_t kDirectChunkBytes = int64_t{1} << 20;
+
+// Entries up to this size are gathered with their neighbours into one write
+// of at most kCoalescedWriteBytes: a file of many small tensors costs a write
+// call per MiB, not per entry.
+constexpr int64_t kCoalescedEntryBytes = int64_t{256} << 10;
+constexpr int64_t kCoalescedWriteBytes = int64_t{1} << 20;
+
+// Bytes of consecutive small entries waiting to be written as one.
+class PendingWrite {
+ public:
+  explicit PendingWrite(File& file) : file_(file) {}
+  absl::Status Add(const char* p, int64_t n, int64_t offset) {
+    if (!bytes_.empty() && (offset != start_ + static_cast<int64_t>(bytes_.size()) ||
+                            static_cast<int64_t>(bytes_.size()) + n > kCoalescedWriteBytes)) {
+      SL_RETURN_IF_ERROR(Flush());
+    }
+    if (bytes_.empty()) {
+      start_ = offset;
+      bytes_.reserve(static_cast<size_t>(kCoalescedWriteBytes));
+    }
+    bytes_.append(p, static_cast<size_t>(n));
+    return absl::OkStatus();
+  }
+  absl::Status Flush() {
+    if (bytes_.empty()) return absl::OkStatus();
+    absl::Status s = file_.WriteAt(bytes_.data(), static_cast<int64_t>(bytes_.size()), start_);
+    bytes_.clear();
+    return s;
+  }
+
+ private:
+  File& file_;
+  std::string bytes_;
+  int64_t start_ = 0;
+};
 
 // Streams an entry of `sizes` row-major to `file` at `offset`, feeding
 // `crcs`: tile by tile through the buffer, each tile filled by `fill`.
@@ -115,16 +151,26 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
   const int64_t data_start = static_cast<int64_t>(header.size());
   std::unique_ptr<char[]> buffer;
   const int64_t buffer_bytes = std::max<int64_t>(options.buffer_bytes, 4096);
+  PendingWrite pending(file);
   for (size_t i = 0; i < entries.size(); ++i) {
     BlockChecksums crcs(options.block_bytes);
-    if (options.source != nullptr) {
+    const at::Tensor& t = entries[i].tensor;
+    const int64_t length = layout[i].end - layout[i].begin;
+    if (options.source == nullptr && t.defined() && t.is_cpu() && t.is_contiguous() && length <= kCoalescedEntryBytes) {
+      const char* p = static_cast<const char*>(t.data_ptr());
+      crcs.Update(p, length);
+      SL_RETURN_IF_ERROR(pending.Add(p, length, data_start + layout[i].begin));
+    } else if (options.source != nullptr) {
+      SL_RETURN_IF_ERROR(pending.Flush());
       SL_RETURN_IF_ERROR(WriteFromSource(file, *options.source, i, layout[i].end - layout[i].begin,
                                          data_start + layout[i].begin, crcs));
     } else {
+      SL_RETURN_IF_ERROR(pending.Flush());
       SL_RETURN_IF_ERROR(WriteEntry(file, entries[i], data_start + layout[i].begin, crcs, buffer_bytes, buffer));
     }
     out.entries.push_back({entries[i].name, data_start + layout[i].begin, data_start + layout[i].end, crcs.Finish()});
   }
+  SL_RETURN_IF_ERROR(pending.Flush());
   out.bytes = data_start + data_bytes;
   SL_RETURN_IF_ERROR(file.Sync());
   SL_RETURN_IF_ERROR(file.Close());

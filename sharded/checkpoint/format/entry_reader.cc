@@ -20,7 +20,7 @@ namespace {
 // arithmetic, not a second trip to memory.
 constexpr int64_t kDirectChunkBytes = int64_t{256} << 10;
 
-int64_t Product(const std::vector<int64_t>& v) {
+int64_t Product(absl::Span<const int64_t> v) {
   int64_t n = 1;
   for (int64_t x : v) n *= x;
   return n;
@@ -212,19 +212,121 @@ absl::Status EntryReader::Copy(const EntrySource& src, const at::Tensor& dst, co
       static_cast<size_t>(dst.dim()) != dims) {
     return absl::InternalError(absl::StrCat(Where(src), ": region has the wrong number of dims"));
   }
+  const c10::IntArrayRef dst_sizes = dst.sizes();
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t rel = region_offsets[d] - src.offsets[d];
+    const int64_t in_dst = region_offsets[d] - dst_offsets[d];
+    if (rel < 0 || rel + region_sizes[d] > src.sizes[d] || in_dst < 0 || in_dst + region_sizes[d] > dst_sizes[d]) {
+      return absl::InternalError(absl::StrCat(Where(src), ": region lies outside the entry or the destination"));
+    }
+  }
+  // The common case, a run of the entry into a run of a contiguous CPU
+  // destination, is plain pointer arithmetic: no tensor op, no allocation.
+  if (dst.is_cpu() && dst.is_contiguous()) {
+    const int64_t n = Product(region_sizes);
+    if (n == 0) return absl::OkStatus();
+    const c10::IntArrayRef dst_strides = dst.strides();
+    int64_t src_first = 0, src_last = 0, dst_first = 0, dst_last = 0, src_stride = 1;
+    for (size_t d = dims; d-- > 0;) {
+      const int64_t rel = region_offsets[d] - src.offsets[d];
+      const int64_t in_dst = region_offsets[d] - dst_offsets[d];
+      src_first += rel * src_stride;
+      src_last += (rel + region_sizes[d] - 1) * src_stride;
+      dst_first += in_dst * dst_strides[d];
+      dst_last += (in_dst + region_sizes[d] - 1) * dst_strides[d];
+      src_stride *= std::max<int64_t>(src.sizes[d], 1);
+    }
+    if (src_last - src_first + 1 == n && dst_last - dst_first + 1 == n) {
+      const int64_t elem = static_cast<int64_t>(c10::elementSize(src.dtype));
+      if (stats_) stats_->bytes_copied += n * elem;
+      return ReadRun(src, src_first * elem, (src_first + n) * elem, static_cast<char*>(dst.data_ptr()) + dst_first * elem);
+    }
+  }
   std::vector<int64_t> rel(dims);
   at::Tensor view = dst;
   for (size_t d = 0; d < dims; ++d) {
     rel[d] = region_offsets[d] - src.offsets[d];
-    const int64_t in_dst = region_offsets[d] - dst_offsets[d];
-    if (rel[d] < 0 || rel[d] + region_sizes[d] > src.sizes[d] || in_dst < 0 ||
-        in_dst + region_sizes[d] > dst.size(static_cast<int64_t>(d))) {
-      return absl::InternalError(absl::StrCat(Where(src), ": region lies outside the entry or the destination"));
-    }
-    view = view.narrow(static_cast<int64_t>(d), in_dst, region_sizes[d]);
+    view = view.narrow(static_cast<int64_t>(d), region_offsets[d] - dst_offsets[d], region_sizes[d]);
   }
   at::NoGradGuard no_grad;  // filling parameters in place is not an autograd op
-  return Walk(src, RowMajorStrides(src.sizes), rel, region_sizes, view, /*verify_only=*/false);
+  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel, region_sizes, view,
+              /*verify_only=*/false);
+}
+
+char* EntryReader::WholeEntryDestination(const EntrySource& src, const at::Tensor& dst,
+                                         const std::vector<int64_t>& dst_offsets,
+                                         const std::vector<int64_t>& region_offsets,
+                                         const std::vector<int64_t>& region_sizes) {
+  const size_t dims = src.sizes.size();
+  if (dst.scalar_type() != src.dtype || !dst.is_cpu() || !dst.is_contiguous() || static_cast<size_t>(dst.dim()) != dims ||
+      region_offsets.size() != dims || region_sizes.size() != dims || dst_offsets.size() != dims) {
+    return nullptr;
+  }
+  const c10::IntArrayRef dst_sizes = dst.sizes();
+  const c10::IntArrayRef dst_strides = dst.strides();
+  int64_t first = 0, last = 0, n = 1;
+  for (size_t d = 0; d < dims; ++d) {
+    const int64_t in_dst = region_offsets[d] - dst_offsets[d];
+    if (region_offsets[d] != src.offsets[d] || region_sizes[d] != src.sizes[d] || in_dst < 0 ||
+        in_dst + region_sizes[d] > dst_sizes[d]) {
+      return nullptr;
+    }
+    first += in_dst * dst_strides[d];
+    last += (in_dst + region_sizes[d] - 1) * dst_strides[d];
+    n *= region_sizes[d];
+  }
+  if (n == 0 || last - first + 1 != n) return nullptr;
+  return static_cast<char*>(dst.data_ptr()) + first * static_cast<int64_t>(c10::elementSize(src.dtype));
+}
+
+absl::Status EntryReader::CopyAdjacent(absl::Span<const EntryRun> runs, size_t* failed) {
+  size_t i = 0;
+  while (i < runs.size()) {
+    const EntrySource& head = runs[i].src;
+    Allocate(head.block_bytes);
+    const int64_t limit = std::min(capacity_, kCoalescedReadBytes);
+    // Entries i .. j-1 in one read.
+    const int64_t start = head.begin;
+    int64_t end = start;
+    size_t j = i;
+    while (j < runs.size() && runs[j].src.file == head.file && runs[j].src.begin == end &&
+           runs[j].src.block_bytes == head.block_bytes && end + EntryBytes(runs[j].src) - start <= limit) {
+      end += EntryBytes(runs[j].src);
+      ++j;
+    }
+    if (j == i) {  // too large for the buffer, or not adjacent: on its own
+      *failed = i;
+      const int64_t length = EntryBytes(head);
+      if (stats_) stats_->bytes_copied += length;
+      SL_RETURN_IF_ERROR(ReadRun(head, 0, length, runs[i].dst));
+      ++i;
+      continue;
+    }
+    cached_file_ = nullptr;  // the buffer no longer holds cached blocks
+    char* buf = buffer_.get();
+    absl::Status s = head.file->ReadAt(buf, end - start, start);
+    if (!s.ok()) {
+      *failed = i;
+      return absl::Status(s.code(), absl::StrCat(Where(head), ": ", s.message()));
+    }
+    if (stats_) stats_->bytes_read += end - start;
+    for (size_t k = i; k < j; ++k) {
+      const EntrySource& src = runs[k].src;
+      const char* bytes = buf + (src.begin - start);
+      const int64_t length = EntryBytes(src);
+      for (int64_t b = 0; b * src.block_bytes < length; ++b) {
+        s = CheckBlock(src, b, bytes + b * src.block_bytes, std::min(src.block_bytes, length - b * src.block_bytes));
+        if (!s.ok()) {
+          *failed = k;
+          return s;
+        }
+      }
+      std::memcpy(runs[k].dst, bytes, static_cast<size_t>(length));
+      if (stats_) stats_->bytes_copied += length;
+    }
+    i = j;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status EntryReader::Verify(const EntrySource& src, const std::vector<int64_t>& region_offsets,
@@ -240,7 +342,8 @@ absl::Status EntryReader::Verify(const EntrySource& src, const std::vector<int64
       return absl::InternalError(absl::StrCat(Where(src), ": region lies outside the entry"));
     }
   }
-  return Walk(src, RowMajorStrides(src.sizes), rel, region_sizes, at::Tensor(), /*verify_only=*/true);
+  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel, region_sizes, at::Tensor(),
+              /*verify_only=*/true);
 }
 
 }  // namespace shardlight::sharded::checkpoint

@@ -29,23 +29,37 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "sharded/checkpoint/storage/storage.h"
 
 namespace shardlight::sharded::checkpoint {
 
+// The most bytes CopyAdjacent reads at once (and so holds in the buffer):
+// small enough to be in cache when the checks and copies follow.
+constexpr int64_t kCoalescedReadBytes = int64_t{1} << 20;
+
 // One entry: where its bytes are and how to check them.
+// Views only (built per read, so it copies nothing): what it names must
+// outlive it.
 struct EntrySource {
   const File* file = nullptr;
-  std::string file_name;   // for messages
-  std::string entry_name;  // for messages
+  absl::string_view file_name;   // for messages
+  absl::string_view entry_name;  // for messages
   c10::ScalarType dtype = c10::ScalarType::Float;
-  std::vector<int64_t> offsets;  // the box the entry holds in the global tensor
-  std::vector<int64_t> sizes;
+  absl::Span<const int64_t> offsets;  // the box the entry holds in the global tensor
+  absl::Span<const int64_t> sizes;
   int64_t begin = 0;  // absolute byte offset of the entry in the file
   int64_t block_bytes = 0;
   // CRC32C of each block; null for an entry of a format without checksums
   // (PyTorch DCP): its blocks are then only the unit of reading.
   const std::vector<uint32_t>* block_crcs = nullptr;
+};
+
+// A whole entry bound for one run of contiguous CPU memory (its bytes).
+struct EntryRun {
+  EntrySource src;
+  char* dst = nullptr;
 };
 
 struct ReadStats {
@@ -66,6 +80,22 @@ class EntryReader {
   // `dst_offsets` (any layout, any device; same dtype as the entry).
   absl::Status Copy(const EntrySource& src, const at::Tensor& dst, const std::vector<int64_t>& dst_offsets,
                     const std::vector<int64_t>& region_offsets, const std::vector<int64_t>& region_sizes);
+
+  // Where the box (region_offsets, region_sizes) of `dst` starts when the box
+  // is the whole entry and one run of `dst`, a contiguous CPU tensor of the
+  // entry's dtype: then the entry can be read with its neighbours
+  // (CopyAdjacent). Else null.
+  static char* WholeEntryDestination(const EntrySource& src, const at::Tensor& dst,
+                                     const std::vector<int64_t>& dst_offsets,
+                                     const std::vector<int64_t>& region_offsets,
+                                     const std::vector<int64_t>& region_sizes);
+
+  // Copies whole entries that lie back to back in one file (each begins
+  // where the one before ends, as a save writes them) with one read per
+  // kCoalescedReadBytes: every block is checked in the buffer before the
+  // entry is copied out, so a corrupt entry leaves its destination as it
+  // was. On error `failed` is the position in `runs` of the entry it names.
+  absl::Status CopyAdjacent(absl::Span<const EntryRun> runs, size_t* failed);
 
   // Reads and checks exactly the blocks Copy would read; writes nothing.
   absl::Status Verify(const EntrySource& src, const std::vector<int64_t>& region_offsets,

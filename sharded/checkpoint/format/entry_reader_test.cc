@@ -75,7 +75,7 @@ EntrySource SourceOf(const Written& w, size_t i) {
   s.entry_name = w.layout.entries[i].name;
   s.dtype = w.tensors[i].scalar_type();
   s.offsets = w.offsets[i];
-  s.sizes = w.tensors[i].sizes().vec();
+  s.sizes = absl::MakeConstSpan(w.tensors[i].sizes().data(), w.tensors[i].sizes().size());
   s.begin = w.layout.entries[i].begin;
   s.block_bytes = kBlock;
   s.block_crcs = &w.layout.entries[i].block_crcs;
@@ -221,6 +221,57 @@ TEST(EntryReaderTest, CorruptionIsDataLossNamingFileAndEntryAndVerifyWritesNothi
   EXPECT_FALSE(reader.Verify(SourceOf(w, 0), {0, 0}, {50, 8}).ok());
   EXPECT_TRUE(BitEqual(all, untouched));
   EXPECT_EQ(reader.Copy(SourceOf(w, 0), all, {0, 0}, {0, 0}, {50, 8}).code(), absl::StatusCode::kDataLoss);
+}
+
+// Neighbouring whole entries are read together; a corrupt block in the
+// middle one names it and leaves its destination (and those after) as they
+// were, while the entries before it are in place.
+TEST(EntryReaderTest, AdjacentEntriesAreReadTogetherAndCorruptionNamesTheEntry) {
+  const std::vector<at::Tensor> tensors = {Reference({3, 5}, c10::ScalarType::Float, 1),
+                                           Reference({40}, c10::ScalarType::Long, 2),
+                                           Reference({2, 2}, c10::ScalarType::Bool, 3)};
+  const std::string path = TempPath("adjacent.safetensors");
+  Written w = WriteEntries("adjacent.safetensors", tensors, {{0, 0}, {0}, {0, 0}});
+  auto destinations = [&] {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : tensors) out.push_back(at::zeros(t.sizes(), t.options()));
+    return out;
+  };
+  auto runs_into = [&](std::vector<at::Tensor>& dst) {
+    std::vector<EntryRun> runs;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const EntrySource src = SourceOf(w, i);
+      char* p = EntryReader::WholeEntryDestination(src, dst[i], w.offsets[i], w.offsets[i], tensors[i].sizes().vec());
+      EXPECT_NE(p, nullptr);
+      runs.push_back({src, p});
+    }
+    return runs;
+  };
+  ReadStats stats;
+  EntryReader reader(64 * kBlock, &stats);  // room for all three: one read
+  std::vector<at::Tensor> dst = destinations();
+  size_t failed = 99;
+  ASSERT_TRUE(reader.CopyAdjacent(runs_into(dst), &failed).ok());
+  for (size_t i = 0; i < tensors.size(); ++i) EXPECT_TRUE(BitEqual(dst[i], tensors[i])) << i;
+  EXPECT_EQ(stats.bytes_read, 60 + 320 + 4);
+  EXPECT_EQ(stats.bytes_copied, 60 + 320 + 4);
+  // Not the whole entry, or not contiguous: no run.
+  at::Tensor wide = at::zeros({3, 10});
+  EXPECT_EQ(EntryReader::WholeEntryDestination(SourceOf(w, 0), wide, {0, 0}, {0, 0}, {3, 5}), nullptr);
+  EXPECT_EQ(EntryReader::WholeEntryDestination(SourceOf(w, 0), dst[0], {0, 0}, {0, 0}, {2, 5}), nullptr);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(w.layout.entries[1].begin + 200);  // block 3 of entry 1
+    f.put('\x5a');
+  }
+  dst = destinations();
+  absl::Status s = reader.CopyAdjacent(runs_into(dst), &failed);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(failed, 1u);
+  EXPECT_THAT(std::string(s.message()), HasSubstr("entry 'e1': checksum mismatch in block 3"));
+  EXPECT_TRUE(BitEqual(dst[0], tensors[0]));
+  EXPECT_TRUE(BitEqual(dst[1], at::zeros({40}, at::kLong)));
+  EXPECT_TRUE(BitEqual(dst[2], at::zeros({2, 2}, at::kBool)));
 }
 
 }  // namespace

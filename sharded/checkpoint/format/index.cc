@@ -2,11 +2,9 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/dtype_names.h"
-#include "sharded/checkpoint/format/json_fields.h"
+#include "sharded/checkpoint/format/json_stream.h"
 #include "sharded/checkpoint/format/names.h"
 #include "sharded/status_macros.h"
 
@@ -87,49 +85,66 @@ void CheckpointIndex::Reindex() {
   for (size_t i = 0; i < files.size(); ++i) file_index_.emplace(files[i].name, i);
 }
 
+namespace {
+
+void AppendInts(std::string* out, const std::vector<int64_t>& values) {
+  out->push_back('[');
+  for (size_t i = 0; i < values.size(); ++i) absl::StrAppend(out, i ? "," : "", values[i]);
+  out->push_back(']');
+}
+
+}  // namespace
+
 std::string SerializeIndex(const CheckpointIndex& index) {
   // One line per file and per shard: readable, diffable, and compact for
-  // checkpoints with many shards.
-  using Ordered = nlohmann::ordered_json;
-  std::string out = "{\n";
-  absl::StrAppend(&out, " \"format\": ", Ordered(kFormatName).dump(), ",\n");
-  absl::StrAppend(&out, " \"version\": ", index.version, ",\n");
-  absl::StrAppend(&out, " \"world_size\": ", index.world_size, ",\n");
-  absl::StrAppend(&out, " \"generation\": ", Ordered(index.generation).dump(), ",\n");
-  absl::StrAppend(&out, " \"checksum\": ",
-                  Ordered({{"algorithm", "crc32c"}, {"block_bytes", index.block_bytes}}).dump(), ",\n");
+  // checkpoints with many shards. Written directly (the spelling nlohmann's
+  // dump gives), in time linear in the index.
+  std::string out = "{\n \"format\": ";
+  size_t shards = 0;
+  for (const IndexTensor& t : index.tensors) shards += t.shards.size();
+  out.reserve(256 + index.files.size() * 128 + index.tensors.size() * 96 + shards * 192);
+  AppendJsonString(&out, kFormatName);
+  absl::StrAppend(&out, ",\n \"version\": ", index.version, ",\n \"world_size\": ", index.world_size,
+                  ",\n \"generation\": ");
+  AppendJsonString(&out, index.generation);
+  absl::StrAppend(&out, ",\n \"checksum\": {\"algorithm\":\"crc32c\",\"block_bytes\":", index.block_bytes, "},\n");
   if (!index.run.empty()) {
     out += " \"run\": [";
     for (auto it = index.run.begin(); it != index.run.end(); ++it) {
-      absl::StrAppend(&out, it == index.run.begin() ? "" : ", ", Ordered(it->first + "=" + it->second).dump());
+      if (it != index.run.begin()) out += ", ";
+      AppendJsonString(&out, absl::StrCat(it->first, "=", it->second));
     }
     out += "],\n";
   }
   out += " \"files\": [";
   for (size_t i = 0; i < index.files.size(); ++i) {
     const IndexFile& f = index.files[i];
-    absl::StrAppend(&out, i ? "," : "", "\n  ",
-                    Ordered({{"name", f.name}, {"rank", f.rank}, {"bytes", f.bytes}, {"header_bytes", f.header_bytes}})
-                        .dump());
+    out += i ? ",\n  {\"name\":" : "\n  {\"name\":";
+    AppendJsonString(&out, f.name);
+    absl::StrAppend(&out, ",\"rank\":", f.rank, ",\"bytes\":", f.bytes, ",\"header_bytes\":", f.header_bytes, "}");
   }
   out += "\n ],\n \"tensors\": [";
   for (size_t i = 0; i < index.tensors.size(); ++i) {
     const IndexTensor& t = index.tensors[i];
-    absl::StrAppend(&out, i ? "," : "", "\n  {\"key\": ", Ordered(t.key).dump(),
-                    ", \"kind\": ", t.sharded ? "\"sharded\"" : "\"dense\"",
-                    ", \"dtype\": ", Ordered(DtypeName(t.dtype)).dump(), ", \"shape\": ", Ordered(t.shape).dump(),
-                    ", \"shards\": [");
+    out += i ? ",\n  {\"key\": " : "\n  {\"key\": ";
+    AppendJsonString(&out, t.key);
+    out += t.sharded ? ", \"kind\": \"sharded\", \"dtype\": " : ", \"kind\": \"dense\", \"dtype\": ";
+    AppendJsonString(&out, DtypeName(t.dtype));
+    out += ", \"shape\": ";
+    AppendInts(&out, t.shape);
+    out += ", \"shards\": [";
     for (size_t k = 0; k < t.shards.size(); ++k) {
       const IndexShard& s = t.shards[k];
-      absl::StrAppend(&out, k ? "," : "", "\n   ",
-                      Ordered({{"offsets", s.offsets},
-                               {"sizes", s.sizes},
-                               {"rank", s.rank},
-                               {"file", s.file},
-                               {"entry", s.entry},
-                               {"byte_range", {s.begin, s.end}},
-                               {"crc32c", EncodeCrcHex(s.block_crcs)}})
-                          .dump());
+      out += k ? ",\n   {\"offsets\":" : "\n   {\"offsets\":";
+      AppendInts(&out, s.offsets);
+      out += ",\"sizes\":";
+      AppendInts(&out, s.sizes);
+      absl::StrAppend(&out, ",\"rank\":", s.rank, ",\"file\":");
+      AppendJsonString(&out, s.file);
+      out += ",\"entry\":";
+      AppendJsonString(&out, s.entry);
+      absl::StrAppend(&out, ",\"byte_range\":[", s.begin, ",", s.end, "],\"crc32c\":\"", EncodeCrcHex(s.block_crcs),
+                      "\"}");
     }
     out += "]}";
   }

@@ -1,11 +1,9 @@
-// DecodeIndex: index.json to a CheckpointIndex through ParseJsonStream, one
-// file or shard record at a time, so a hostile index costs memory in
-// proportion to what it describes, not to a DOM of its text. The trailing
-// index_crc32c member (FORMAT.md) is checked when present.
-#include <optional>
+// DecodeIndex: index.json to a CheckpointIndex through JsonReader, one file,
+// tensor or shard at a time straight into the index's structs (no DOM), so a
+// hostile index costs memory in proportion to what it describes, not to its
+// text. The trailing index_crc32c member (FORMAT.md) is checked when present.
+#include <array>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/crc32c.h"
@@ -24,8 +22,6 @@ constexpr size_t kMaxDims = 64;
 constexpr int kMaxWorldSize = 1 << 20;
 constexpr int kMaxIndexDepth = 8;
 
-using Json = nlohmann::json;
-
 absl::Status Bad(const std::string& index_name, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("checkpoint index ", Quote(index_name), ": ", what));
 }
@@ -34,115 +30,204 @@ absl::Status BadKey(const std::string& index_name, const std::string& key, const
   return Bad(index_name, absl::StrCat("key ", Quote(key), ": ", what));
 }
 
-bool IsOneOf(const std::string& key, std::initializer_list<const char*> names) {
-  for (const char* n : names) {
-    if (key == n) return true;
-  }
-  return false;
-}
+using Type = JsonReader::Type;
 
-// The members each object of an index may hold; the rest are skipped unread.
-bool KeepMember(const std::string& path, const std::string& key) {
-  if (path.empty()) {
-    return IsOneOf(key, {"format", "version", "world_size", "generation", "run", "checksum", "files", "tensors",
-                         kIndexChecksumField});
+// The first error of N fields, in the order a record checks them (not the
+// order its text holds them); a field never seen is missing.
+template <size_t N>
+struct FieldChecks {
+  void Set(size_t field, absl::Status s) {
+    seen[field] = true;
+    status[field] = std::move(s);
   }
-  if (path == "/checksum") return IsOneOf(key, {"algorithm", "block_bytes"});
-  if (path == "/files/[]") return IsOneOf(key, {"name", "rank", "bytes", "header_bytes"});
-  if (path == "/tensors/[]") return IsOneOf(key, {"key", "kind", "dtype", "shape", "shards"});
-  if (path == "/tensors/[]/shards/[]") {
-    return IsOneOf(key, {"offsets", "sizes", "rank", "file", "entry", "byte_range", "crc32c"});
+  absl::Status First(absl::string_view what, const std::array<absl::string_view, N>& names) const {
+    for (size_t i = 0; i < N; ++i) {
+      if (!seen[i]) return MissingField(what, names[i]);
+      if (!status[i].ok()) return status[i];
+    }
+    return absl::OkStatus();
   }
-  return false;
-}
+  std::array<absl::Status, N> status;
+  std::array<bool, N> seen{};
+};
 
-absl::StatusOr<IndexFile> DecodeFile(const Json& f, const std::string& what) {
+// One element of "files"; the reader stands before its '{'.
+absl::StatusOr<IndexFile> DecodeFile(JsonReader& r, size_t i) {
+  const std::string what = absl::StrCat("files[", i, "]");
   IndexFile file;
-  auto name = AsString(Field(f, "name"), what + " name");
-  auto rank = AsInt64(Field(f, "rank"), what + " rank", 0, kMaxWorldSize);
-  auto bytes = AsInt64(Field(f, "bytes"), what + " bytes");
-  auto header = AsInt64(Field(f, "header_bytes"), what + " header_bytes");
-  for (const absl::Status& s : {name.status(), rank.status(), bytes.status(), header.status()}) {
-    if (!s.ok()) return s;
+  FieldChecks<4> checks;
+  int64_t rank = 0;
+  if (!r.BeginObject(/*kept=*/true)) return r.status();
+  absl::string_view key;
+  while (r.NextKey(&key)) {
+    if (key == "name") {
+      checks.Set(0, ReadString(r, what, " name", &file.name));
+    } else if (key == "rank") {
+      checks.Set(1, ReadInt64(r, what, " rank", 0, kMaxWorldSize, &rank));
+    } else if (key == "bytes") {
+      checks.Set(2, ReadInt64(r, what, " bytes", 0, INT64_MAX, &file.bytes));
+    } else if (key == "header_bytes") {
+      checks.Set(3, ReadInt64(r, what, " header_bytes", 0, INT64_MAX, &file.header_bytes));
+    } else if (!r.Skip(/*kept=*/false)) {
+      break;
+    }
   }
-  file.name = *name;
-  file.rank = static_cast<int>(*rank);
-  file.bytes = *bytes;
-  file.header_bytes = *header;
+  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(checks.First(what, {{" name", " rank", " bytes", " header_bytes"}}));
+  file.rank = static_cast<int>(rank);
   return file;
 }
 
-absl::StatusOr<IndexShard> DecodeShard(const Json& j, const std::string& what) {
-  IndexShard s;
-  auto offsets = AsInt64Array(Field(j, "offsets"), what + " offsets", kMaxDims);
-  if (!offsets.ok()) return offsets.status();
-  s.offsets = *std::move(offsets);
-  auto sizes = AsInt64Array(Field(j, "sizes"), what + " sizes", kMaxDims);
-  if (!sizes.ok()) return sizes.status();
-  s.sizes = *std::move(sizes);
-  auto rank = AsInt64(Field(j, "rank"), what + " rank", 0, kMaxWorldSize);
-  if (!rank.ok()) return rank.status();
-  s.rank = static_cast<int>(*rank);
-  auto file = AsString(Field(j, "file"), what + " file");
-  if (!file.ok()) return file.status();
-  s.file = *std::move(file);
-  auto entry = AsString(Field(j, "entry"), what + " entry");
-  if (!entry.ok()) return entry.status();
-  s.entry = *std::move(entry);
-  SL_ASSIGN_OR_RETURN(auto range, AsInt64Array(Field(j, "byte_range"), what + " byte_range", 2));
-  if (range.size() != 2) return absl::InvalidArgumentError(what + " byte_range is not [begin, end]");
-  s.begin = range[0];
-  s.end = range[1];
-  SL_ASSIGN_OR_RETURN(auto crcs, AsString(Field(j, "crc32c"), what + " crc32c"));
-  if (!DecodeCrcHex(crcs, &s.block_crcs)) {
-    return absl::InvalidArgumentError(what + " crc32c is not a string of 8-digit lowercase hex checksums");
+// One shard of a tensor (`n` shards before it); the reader stands before
+// its '{'. A decoding error is returned as the record's error; the reader's
+// own failure stays in the reader.
+absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s) {
+  const std::string what = absl::StrCat("shard ", n);
+  FieldChecks<7> checks;
+  std::vector<int64_t> range;
+  std::string crcs;
+  int64_t rank = 0;
+  if (!r.BeginObject(/*kept=*/true)) return r.status();
+  absl::string_view key;
+  while (r.NextKey(&key)) {
+    if (key == "offsets") {
+      checks.Set(0, ReadInt64Array(r, what, " offsets", kMaxDims, 0, INT64_MAX, &s->offsets));
+    } else if (key == "sizes") {
+      checks.Set(1, ReadInt64Array(r, what, " sizes", kMaxDims, 0, INT64_MAX, &s->sizes));
+    } else if (key == "rank") {
+      checks.Set(2, ReadInt64(r, what, " rank", 0, kMaxWorldSize, &rank));
+    } else if (key == "file") {
+      checks.Set(3, ReadString(r, what, " file", &s->file));
+    } else if (key == "entry") {
+      checks.Set(4, ReadString(r, what, " entry", &s->entry));
+    } else if (key == "byte_range") {
+      absl::Status st = ReadInt64Array(r, what, " byte_range", 2, 0, INT64_MAX, &range);
+      if (st.ok() && range.size() != 2) st = absl::InvalidArgumentError(what + " byte_range is not [begin, end]");
+      checks.Set(5, std::move(st));
+    } else if (key == "crc32c") {
+      absl::Status st = ReadString(r, what, " crc32c", &crcs);
+      if (st.ok() && !DecodeCrcHex(crcs, &s->block_crcs)) {
+        st = absl::InvalidArgumentError(what + " crc32c is not a string of 8-digit lowercase hex checksums");
+      }
+      checks.Set(6, std::move(st));
+    } else if (!r.Skip(/*kept=*/false)) {
+      break;
+    }
   }
-  return s;
-}
-
-// A tensor's own fields; its shards were decoded as records before it ended.
-absl::Status DecodeTensor(const Json& t, size_t i, IndexTensor& tensor, const std::string& index_name) {
-  auto key = AsString(Field(t, "key"), absl::StrCat("tensors[", i, "] key"));
-  if (!key.ok()) return Bad(index_name, std::string(key.status().message()));
-  tensor.key = *key;
-  auto kind = AsString(Field(t, "kind"), "kind");
-  if (!kind.ok() || (*kind != "dense" && *kind != "sharded")) {
-    return BadKey(index_name, tensor.key, "kind is not \"dense\" or \"sharded\"");
-  }
-  tensor.sharded = *kind == "sharded";
-  auto dtype_name = AsString(Field(t, "dtype"), "dtype");
-  if (!dtype_name.ok()) return BadKey(index_name, tensor.key, std::string(dtype_name.status().message()));
-  const auto dtype = DtypeFromName(*dtype_name);
-  if (!dtype) return BadKey(index_name, tensor.key, absl::StrCat("unknown dtype ", Quote(*dtype_name)));
-  tensor.dtype = *dtype;
-  auto shape = AsInt64Array(Field(t, "shape"), "shape", kMaxDims);
-  if (!shape.ok()) return BadKey(index_name, tensor.key, std::string(shape.status().message()));
-  tensor.shape = *shape;
-  const Json* shards = Field(t, "shards");
-  if (shards == nullptr || !shards->is_array()) return BadKey(index_name, tensor.key, "shards is not an array");
-  // Shard objects were records; anything left is not a shard.
-  if (!shards->empty()) return BadKey(index_name, tensor.key, "a shard is not an object");
+  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(
+      checks.First(what, {{" offsets", " sizes", " rank", " file", " entry", " byte_range", " crc32c"}}));
+  s->rank = static_cast<int>(rank);
+  s->begin = range[0];
+  s->end = range[1];
   return absl::OkStatus();
 }
 
-// The optional "run" member: an array of "name=value" strings (arrays are
-// kept only up to kMaxDims long, so a hostile one costs nothing).
-absl::StatusOr<RunRecord> DecodeRun(const Json* run) {
-  RunRecord record;
-  if (run == nullptr) return record;
-  if (!run->is_array()) return absl::InvalidArgumentError("run is not an array of \"name=value\" strings");
-  for (const Json& member : *run) {
-    SL_ASSIGN_OR_RETURN(const std::string text, AsString(&member, "an element of run"));
-    const size_t eq = text.find('=');
-    if (eq == std::string::npos) {
-      return absl::InvalidArgumentError(absl::StrCat("run member ", Quote(text), " is not \"name=value\""));
-    }
-    if (!record.emplace(text.substr(0, eq), text.substr(eq + 1)).second) {
-      return absl::InvalidArgumentError(absl::StrCat("run names ", Quote(text.substr(0, eq)), " twice"));
+// One element of "tensors"; the reader stands before its '{'. Errors wait
+// for the key, which may come after the shards.
+absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::string& index_name) {
+  IndexTensor tensor;
+  FieldChecks<5> checks;  // key, kind, dtype, shape, shards
+  std::string kind, dtype_name;
+  std::string shard_error;  // the first bad shard
+  bool shards_array = false, shard_not_object = false;
+  if (!r.BeginObject(/*kept=*/true)) return r.status();
+  absl::string_view key;
+  Type type;
+  while (r.NextKey(&key)) {
+    if (key == "key") {
+      checks.Set(0, ReadString(r, "", "key", &tensor.key));
+    } else if (key == "kind") {
+      checks.Set(1, ReadString(r, "", "kind", &kind));
+    } else if (key == "dtype") {
+      checks.Set(2, ReadString(r, "", "dtype", &dtype_name));
+    } else if (key == "shape") {
+      checks.Set(3, ReadInt64Array(r, "", "shape", kMaxDims, 0, INT64_MAX, &tensor.shape));
+    } else if (key == "shards") {
+      checks.Set(4, absl::OkStatus());
+      if (!r.Peek(&type)) break;
+      if (type != Type::kArray) {
+        if (!r.Skip(/*kept=*/true)) break;
+        continue;
+      }
+      shards_array = true;
+      if (!r.BeginArray(/*kept=*/true)) break;
+      while (r.NextElement()) {
+        if (!r.Peek(&type)) break;
+        if (type != Type::kObject) {
+          // Not a shard: kept, and so counted, like any array element.
+          if (!r.CountElement() || !r.Skip(/*kept=*/true)) break;
+          shard_not_object = true;
+          continue;
+        }
+        IndexShard shard;
+        absl::Status s = DecodeShard(r, tensor.shards.size(), &shard);
+        if (!r.ok()) break;
+        if (s.ok()) {
+          tensor.shards.push_back(std::move(shard));
+        } else if (shard_error.empty()) {
+          shard_error = std::string(s.message());
+        }
+      }
+      if (!r.ok()) break;
+    } else if (!r.Skip(/*kept=*/false)) {
+      break;
     }
   }
-  SL_RETURN_IF_ERROR(ValidateRunRecord(record));
-  return record;
+  if (!r.ok()) return r.status();
+  if (!checks.seen[0] || !checks.status[0].ok()) {
+    const std::string problem = checks.seen[0] ? std::string(checks.status[0].message()) : "key is missing";
+    return Bad(index_name, absl::StrCat("tensors[", i, "] ", problem));
+  }
+  if (!checks.seen[1] || !checks.status[1].ok() || (kind != "dense" && kind != "sharded")) {
+    return BadKey(index_name, tensor.key, "kind is not \"dense\" or \"sharded\"");
+  }
+  tensor.sharded = kind == "sharded";
+  if (!checks.seen[2]) return BadKey(index_name, tensor.key, "dtype is missing");
+  if (!checks.status[2].ok()) return BadKey(index_name, tensor.key, std::string(checks.status[2].message()));
+  const auto dtype = DtypeFromName(dtype_name);
+  if (!dtype) return BadKey(index_name, tensor.key, absl::StrCat("unknown dtype ", Quote(dtype_name)));
+  tensor.dtype = *dtype;
+  if (!checks.seen[3]) return BadKey(index_name, tensor.key, "shape is missing");
+  if (!checks.status[3].ok()) return BadKey(index_name, tensor.key, std::string(checks.status[3].message()));
+  if (!shards_array) return BadKey(index_name, tensor.key, "shards is not an array");
+  if (shard_not_object) return BadKey(index_name, tensor.key, "a shard is not an object");
+  if (!shard_error.empty()) return BadKey(index_name, tensor.key, shard_error);
+  return tensor;
+}
+
+// The optional "run" member: an array of "name=value" strings (kept, so at
+// most kMaxDims long).
+absl::Status DecodeRun(JsonReader& r, RunRecord* record, bool* is_array) {
+  Type type;
+  if (!r.Peek(&type)) return r.status();
+  if (type != Type::kArray) {
+    *is_array = false;
+    return r.Skip(/*kept=*/true) ? absl::OkStatus() : r.status();
+  }
+  *is_array = true;
+  absl::Status first;
+  if (!r.BeginArray(/*kept=*/true)) return r.status();
+  std::string text;
+  while (r.NextElement()) {
+    if (!r.CountElement()) return r.status();
+    absl::Status s = ReadString(r, "", "an element of run", &text);
+    if (!r.ok()) return r.status();
+    if (!first.ok()) continue;
+    if (!s.ok()) {
+      first = s;
+      continue;
+    }
+    const size_t eq = text.find('=');
+    if (eq == std::string::npos) {
+      first = absl::InvalidArgumentError(absl::StrCat("run member ", Quote(text), " is not \"name=value\""));
+    } else if (!record->emplace(text.substr(0, eq), text.substr(eq + 1)).second) {
+      first = absl::InvalidArgumentError(absl::StrCat("run names ", Quote(text.substr(0, eq)), " twice"));
+    }
+  }
+  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(first);
+  return ValidateRunRecord(*record);
 }
 
 }  // namespace
@@ -188,91 +273,125 @@ std::string UnsealIndex(std::string sealed) {
 absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::string& display_name,
                                             bool check_checksum) {
   CheckpointIndex index;
-  std::vector<IndexShard> pending;  // the shards of the tensor being parsed
-  absl::Status first_error;         // reported after the version check
+  absl::Status first_error;  // of the records: reported after the version check
   auto note = [&](absl::Status s) {
     if (first_error.ok()) first_error = std::move(s);
   };
-  JsonStreamSpec spec;
-  spec.max_depth = kMaxIndexDepth;
-  spec.max_array_length = kMaxDims;
-  spec.keep_member = KeepMember;
-  spec.is_record = [](const std::string& path, int) {
-    return path == "/files/[]" || path == "/tensors/[]" || path == "/tensors/[]/shards/[]";
-  };
-  std::string shard_error;  // the first bad shard of the tensor being parsed
-  spec.on_record = [&](const std::string& path, const std::string&, Json&& record) -> absl::Status {
-    if (!first_error.ok()) return absl::OkStatus();  // the rest is parsed, not decoded
-    if (path == "/files/[]") {
-      auto file = DecodeFile(record, absl::StrCat("files[", index.files.size(), "]"));
-      if (file.ok()) {
-        index.files.push_back(*std::move(file));
+  JsonLimits limits;
+  limits.max_depth = kMaxIndexDepth;
+  limits.max_array_length = kMaxDims;
+  JsonReader r(json, limits, absl::StrCat("checkpoint index ", Quote(display_name)));
+  // The root's members, checked in a fixed order once the text is read.
+  std::string format, generation, algorithm;
+  absl::Status format_ok = absl::InvalidArgumentError("missing"), algorithm_ok = format_ok;
+  absl::Status version_ok = MissingField("", "version"), world_ok = MissingField("", "world_size");
+  absl::Status generation_ok = MissingField("", "generation");
+  absl::Status block_ok = MissingField("", "checksum.block_bytes"), run_ok;
+  int64_t version = 0, world = 0;
+  bool root_object = false, files_array = false, tensors_array = false, run_array = true;
+  bool file_not_object = false, tensor_not_object = false;
+  Type type;
+  if (r.Peek(&type) && type == Type::kObject) {
+    root_object = true;
+    r.BeginObject(/*kept=*/true);
+    absl::string_view key;
+    while (r.NextKey(&key)) {
+      if (key == "format") {
+        format_ok = ReadString(r, "", "format", &format);
+      } else if (key == "version") {
+        version_ok = ReadInt64(r, "", "version", 1, INT64_MAX, &version);
+      } else if (key == "world_size") {
+        world_ok = ReadInt64(r, "", "world_size", 1, kMaxWorldSize, &world);
+      } else if (key == "generation") {
+        generation_ok = ReadString(r, "", "generation", &generation);
+      } else if (key == "run") {
+        run_ok = DecodeRun(r, &index.run, &run_array);
+      } else if (key == kIndexChecksumField) {
+        index.sealed = true;
+        r.Skip(/*kept=*/true);
+      } else if (key == "checksum") {
+        if (!r.Peek(&type)) break;
+        if (type != Type::kObject) {
+          r.Skip(/*kept=*/true);
+          continue;
+        }
+        r.BeginObject(/*kept=*/true);
+        while (r.NextKey(&key)) {
+          if (key == "algorithm") {
+            algorithm_ok = ReadString(r, "", "checksum.algorithm", &algorithm);
+          } else if (key == "block_bytes") {
+            block_ok = ReadInt64(r, "", "checksum.block_bytes", kMinBlockBytes, kMaxBlockBytes, &index.block_bytes);
+          } else {
+            r.Skip(/*kept=*/false);
+          }
+        }
+      } else if (key == "files" || key == "tensors") {
+        const bool files = key == "files";
+        if (!r.Peek(&type)) break;
+        if (type != Type::kArray) {
+          r.Skip(/*kept=*/true);
+          continue;
+        }
+        (files ? files_array : tensors_array) = true;
+        r.BeginArray(/*kept=*/true);
+        while (r.NextElement()) {
+          if (!r.Peek(&type)) break;
+          if (type != Type::kObject) {
+            // Not a record: kept, and so counted.
+            if (r.CountElement()) r.Skip(/*kept=*/true);
+            (files ? file_not_object : tensor_not_object) = true;
+          } else if (files) {
+            auto file = DecodeFile(r, index.files.size());
+            if (!r.ok()) break;
+            if (file.ok()) {
+              index.files.push_back(*std::move(file));
+            } else {
+              note(Bad(display_name, std::string(file.status().message())));
+            }
+          } else {
+            auto tensor = DecodeTensor(r, index.tensors.size(), display_name);
+            if (!r.ok()) break;
+            if (tensor.ok()) {
+              index.tensors.push_back(*std::move(tensor));
+            } else {
+              note(tensor.status());
+            }
+          }
+        }
       } else {
-        note(Bad(display_name, std::string(file.status().message())));
+        r.Skip(/*kept=*/false);
       }
-    } else if (path == "/tensors/[]/shards/[]") {
-      // The tensor's key may come after its shards: errors wait for it.
-      auto shard = DecodeShard(record, absl::StrCat("shard ", pending.size()));
-      if (shard.ok()) {
-        pending.push_back(*std::move(shard));
-      } else if (shard_error.empty()) {
-        shard_error = std::string(shard.status().message());
-      }
-    } else {
-      IndexTensor tensor;
-      absl::Status s = DecodeTensor(record, index.tensors.size(), tensor, display_name);
-      if (s.ok() && !shard_error.empty()) s = BadKey(display_name, tensor.key, shard_error);
-      if (s.ok()) {
-        tensor.shards = std::move(pending);
-        index.tensors.push_back(std::move(tensor));
-      } else {
-        note(s);
-      }
-      pending.clear();
-      shard_error.clear();
     }
-    return absl::OkStatus();
-  };
-  SL_ASSIGN_OR_RETURN(auto parsed, ParseJsonStream(json, spec, absl::StrCat("checkpoint index ", Quote(display_name))));
-  const Json& doc = parsed;
-  if (!doc.is_object()) return Bad(display_name, "not a JSON object (corrupt or truncated)");
-  auto format = AsString(Field(doc, "format"), "format");
-  if (!format.ok() || *format != kFormatName) return Bad(display_name, "not a shardlight checkpoint index");
-  auto version = AsInt64(Field(doc, "version"), "version", 1);
-  if (!version.ok()) return Bad(display_name, std::string(version.status().message()));
+  } else if (r.ok()) {
+    r.Skip(/*kept=*/true);
+  }
+  r.End();
+  if (!r.ok()) return r.status();
+  if (!root_object) return Bad(display_name, "not a JSON object (corrupt or truncated)");
+  if (!format_ok.ok() || format != kFormatName) return Bad(display_name, "not a shardlight checkpoint index");
+  if (!version_ok.ok()) return Bad(display_name, std::string(version_ok.message()));
   // The version is checked before anything else a newer writer may change.
-  if (*version > kFormatVersion) {
+  if (version > kFormatVersion) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "checkpoint index ", Quote(display_name), ": written in format version ", *version,
+        "checkpoint index ", Quote(display_name), ": written in format version ", version,
         ", newer than the version ", kFormatVersion, " this reader understands; upgrade shardlight to load it"));
   }
   // Before the records' errors: a flipped character is reported as such.
-  index.sealed = Field(doc, kIndexChecksumField) != nullptr;
   if (index.sealed && check_checksum) SL_RETURN_IF_ERROR(CheckIndexChecksum(json, display_name));
   if (!first_error.ok()) return first_error;
-  index.version = *version;
-  auto world = AsInt64(Field(doc, "world_size"), "world_size", 1, kMaxWorldSize);
-  if (!world.ok()) return Bad(display_name, std::string(world.status().message()));
-  index.world_size = static_cast<int>(*world);
-  auto generation = AsString(Field(doc, "generation"), "generation");
-  if (!generation.ok()) return Bad(display_name, std::string(generation.status().message()));
-  index.generation = *generation;
-  auto run = DecodeRun(Field(doc, "run"));
-  if (!run.ok()) return Bad(display_name, std::string(run.status().message()));
-  index.run = *std::move(run);
-  const Json* checksum = Field(doc, "checksum");
-  auto algorithm = AsString(checksum ? Field(*checksum, "algorithm") : nullptr, "checksum.algorithm");
-  if (!algorithm.ok() || *algorithm != "crc32c") return Bad(display_name, "checksum.algorithm is not \"crc32c\"");
-  auto block = AsInt64(checksum ? Field(*checksum, "block_bytes") : nullptr, "checksum.block_bytes", kMinBlockBytes,
-                       kMaxBlockBytes);
-  if (!block.ok()) return Bad(display_name, std::string(block.status().message()));
-  index.block_bytes = *block;
-  const Json* files = Field(doc, "files");
-  if (files == nullptr || !files->is_array()) return Bad(display_name, "files is not an array");
-  if (!files->empty()) return Bad(display_name, "an element of files is not an object");
-  const Json* tensors = Field(doc, "tensors");
-  if (tensors == nullptr || !tensors->is_array()) return Bad(display_name, "tensors is not an array");
-  if (!tensors->empty()) return Bad(display_name, "an element of tensors is not an object");
+  index.version = version;
+  if (!world_ok.ok()) return Bad(display_name, std::string(world_ok.message()));
+  index.world_size = static_cast<int>(world);
+  if (!generation_ok.ok()) return Bad(display_name, std::string(generation_ok.message()));
+  index.generation = std::move(generation);
+  if (!run_array) return Bad(display_name, "run is not an array of \"name=value\" strings");
+  if (!run_ok.ok()) return Bad(display_name, std::string(run_ok.message()));
+  if (!algorithm_ok.ok() || algorithm != "crc32c") return Bad(display_name, "checksum.algorithm is not \"crc32c\"");
+  if (!block_ok.ok()) return Bad(display_name, std::string(block_ok.message()));
+  if (!files_array) return Bad(display_name, "files is not an array");
+  if (file_not_object) return Bad(display_name, "an element of files is not an object");
+  if (!tensors_array) return Bad(display_name, "tensors is not an array");
+  if (tensor_not_object) return Bad(display_name, "an element of tensors is not an object");
   index.Reindex();
   return index;
 }

@@ -1,7 +1,9 @@
 // ValidateIndexNaming: the names FORMAT.md fixes, checked so that an index
 // edited by hand (or by an attacker) cannot point a shard at another shard's
 // entry or at a file of another save.
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "sharded/checkpoint/format/file_names.h"
 #include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/format/names.h"
@@ -15,6 +17,14 @@ bool IsGeneration(const std::string& g) {
     if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
   }
   return true;
+}
+
+// Whether `entry` is "<key>/shard-<k>" (sharded) or "<key>", without
+// building either.
+bool IsEntryName(absl::string_view entry, const std::string& key, bool sharded, size_t k) {
+  if (!sharded) return entry == key;
+  return absl::ConsumePrefix(&entry, key) && absl::ConsumePrefix(&entry, "/shard-") &&
+         entry == absl::AlphaNum(k).Piece();
 }
 
 }  // namespace
@@ -33,15 +43,18 @@ absl::Status ValidateIndexNaming(const CheckpointIndex& index, const std::string
                               index.generation, " (expected ", Quote(want), ")"));
     }
   }
+  absl::flat_hash_map<int, std::string> file_of_rank;  // DataFileName, made once per rank
   for (const IndexTensor& t : index.tensors) {
     for (size_t k = 0; k < t.shards.size(); ++k) {
       const IndexShard& s = t.shards[k];
-      const std::string want = t.sharded ? absl::StrCat(t.key, "/shard-", k) : t.key;
-      if (s.entry != want) {
+      if (!IsEntryName(s.entry, t.key, t.sharded, k)) {
+        const std::string want = t.sharded ? absl::StrCat(t.key, "/shard-", k) : t.key;
         return bad(absl::StrCat("key ", Quote(t.key), ": shard ", k, " names entry ", Quote(s.entry), "; expected ",
                                 Quote(want)));
       }
-      if (s.file != DataFileName(index.generation, s.rank)) {
+      auto [name, added] = file_of_rank.try_emplace(s.rank);
+      if (added) name->second = DataFileName(index.generation, s.rank);
+      if (s.file != name->second) {
         return bad(absl::StrCat("key ", Quote(t.key), ": shard ", k, " of rank ", s.rank, " is in file ",
                                 Quote(s.file), ", not in its rank's file"));
       }

@@ -1,56 +1,98 @@
 #include "sharded/checkpoint/format/json_fields.h"
-#include "sharded/status_macros.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace shardlight::sharded::checkpoint {
+namespace {
 
-const nlohmann::json* Field(const nlohmann::json& parent, const char* name) {
-  if (!parent.is_object()) return nullptr;
-  auto it = parent.find(name);
-  return it == parent.end() ? nullptr : &*it;
+using Type = JsonReader::Type;
+
+// `index` < 0: not an array element.
+absl::Status Invalid(absl::string_view what, absl::string_view field, int64_t index, absl::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, field, index < 0 ? "" : absl::StrCat("[", index, "]"), problem));
 }
 
-absl::StatusOr<int64_t> AsInt64(const nlohmann::json* value, const std::string& what, int64_t min, int64_t max) {
-  if (value == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing"));
+// The next value as an integer in [min, max]; `index` (an array element's,
+// or -1) is part of its name.
+absl::Status ReadInt(JsonReader& reader, absl::string_view what, absl::string_view field, int64_t index,
+                     int64_t min, int64_t max, int64_t* out) {
+  Type type;
+  if (!reader.Peek(&type)) return reader.status();
+  if (type != Type::kNumber) {
+    if (!reader.Skip(/*kept=*/true)) return reader.status();
+    return Invalid(what, field, index, " is not an integer");
+  }
+  JsonReader::Number n;
+  if (!reader.ReadNumber(&n)) return reader.status();
   int64_t v;
-  if (value->is_number_unsigned()) {
-    const uint64_t u = value->get<uint64_t>();
-    if (u > static_cast<uint64_t>(INT64_MAX)) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " = ", u, " is out of range"));
-    }
-    v = static_cast<int64_t>(u);
-  } else if (value->is_number_integer()) {
-    v = value->get<int64_t>();
+  if (n.kind == JsonReader::Number::kUint) {
+    if (n.u > static_cast<uint64_t>(INT64_MAX)) return Invalid(what, field, index, absl::StrCat(" = ", n.u, " is out of range"));
+    v = static_cast<int64_t>(n.u);
+  } else if (n.kind == JsonReader::Number::kInt) {
+    v = n.i;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat(what, " is not an integer"));
+    return Invalid(what, field, index, " is not an integer");
   }
   if (v < min || v > max) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " = ", v, " is outside [", min, ", ", max, "]"));
+    return Invalid(what, field, index, absl::StrCat(" = ", v, " is outside [", min, ", ", max, "]"));
   }
-  return v;
+  *out = v;
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> AsString(const nlohmann::json* value, const std::string& what) {
-  if (value == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing"));
-  if (!value->is_string()) return absl::InvalidArgumentError(absl::StrCat(what, " is not a string"));
-  return value->get<std::string>();
+}  // namespace
+
+absl::Status MissingField(absl::string_view what, absl::string_view field) {
+  return Invalid(what, field, -1, " is missing");
 }
 
-absl::StatusOr<std::vector<int64_t>> AsInt64Array(const nlohmann::json* value, const std::string& what,
-                                                  size_t max_length, int64_t min, int64_t max) {
-  if (value == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing"));
-  if (!value->is_array()) return absl::InvalidArgumentError(absl::StrCat(what, " is not an array"));
-  if (value->size() > max_length) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " has ", value->size(), " elements; at most ", max_length));
+absl::Status ReadInt64(JsonReader& reader, absl::string_view what, absl::string_view field, int64_t min, int64_t max,
+                       int64_t* out) {
+  return ReadInt(reader, what, field, -1, min, max, out);
+}
+
+absl::Status ReadString(JsonReader& reader, absl::string_view what, absl::string_view field, std::string* out) {
+  Type type;
+  if (!reader.Peek(&type)) return reader.status();
+  if (type != Type::kString) {
+    if (!reader.Skip(/*kept=*/true)) return reader.status();
+    return Invalid(what, field, -1, " is not a string");
   }
-  std::vector<int64_t> out;
-  out.reserve(value->size());
-  for (size_t i = 0; i < value->size(); ++i) {
-    SL_ASSIGN_OR_RETURN(auto v, AsInt64(&(*value)[i], absl::StrCat(what, "[", i, "]"), min, max));
-    out.push_back(v);
+  absl::string_view s;
+  if (!reader.ReadString(&s)) return reader.status();
+  out->assign(s.data(), s.size());
+  return absl::OkStatus();
+}
+
+absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::string_view field, size_t max_length,
+                            int64_t min, int64_t max, std::vector<int64_t>* out) {
+  Type type;
+  if (!reader.Peek(&type)) return reader.status();
+  if (type != Type::kArray) {
+    if (!reader.Skip(/*kept=*/true)) return reader.status();
+    return Invalid(what, field, -1, " is not an array");
   }
-  return out;
+  out->clear();
+  absl::Status first;  // the first bad element; the array is read to its end
+  size_t n = 0;
+  if (!reader.BeginArray(/*kept=*/true)) return reader.status();
+  while (reader.NextElement()) {
+    if (!reader.CountElement()) return reader.status();
+    int64_t v = 0;
+    absl::Status s = first.ok() && n < max_length
+                         ? ReadInt(reader, what, field, static_cast<int64_t>(n), min, max, &v)
+                         : (reader.Skip(/*kept=*/true) ? absl::OkStatus() : reader.status());
+    if (!reader.ok()) return reader.status();
+    if (!s.ok() && first.ok()) first = s;
+    if (s.ok() && n < max_length) out->push_back(v);
+    ++n;
+  }
+  if (!reader.ok()) return reader.status();
+  if (n > max_length) {
+    return Invalid(what, field, -1, absl::StrCat(" has ", n, " elements; at most ", max_length));
+  }
+  return first;
 }
 
 }  // namespace shardlight::sharded::checkpoint

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sharded/checkpoint/format/dtype_names.h"
@@ -36,35 +34,77 @@ absl::StatusOr<int64_t> EntryBytes(const std::string& dtype_name, const std::vec
   return *n * elem;
 }
 
-// One entry of a header, checked against the data region's size.
-absl::StatusOr<SafetensorsEntry> DecodeEntry(const std::string& name, const nlohmann::json& j, int64_t data_bytes) {
+bool IsEntryField(absl::string_view key) { return key == "dtype" || key == "shape" || key == "data_offsets"; }
+
+// One entry of a header, checked against the data region's size; the reader
+// stands before its '{'. A decoding error is returned as the entry's; the
+// reader's own failure stays in the reader.
+absl::Status DecodeEntry(JsonReader& r, absl::string_view name, int64_t data_bytes, SafetensorsEntry* e) {
   const std::string what = absl::StrCat("entry ", Quote(name));
-  SafetensorsEntry e;
-  e.name = name;
-  auto dtype = AsString(Field(j, "dtype"), what + " dtype");
-  if (!dtype.ok()) return dtype.status();
-  e.dtype = *dtype;
-  auto shape = AsInt64Array(Field(j, "shape"), what + " shape", kMaxDims);
-  if (!shape.ok()) return shape.status();
-  e.shape = *shape;
-  SL_ASSIGN_OR_RETURN(auto offsets, AsInt64Array(Field(j, "data_offsets"), what + " data_offsets", 2));
-  if (offsets.size() != 2 || (offsets)[0] > (offsets)[1]) {
+  e->name.assign(name.data(), name.size());
+  absl::Status dtype = MissingField(what, " dtype"), shape = MissingField(what, " shape");
+  absl::Status offsets_ok = MissingField(what, " data_offsets");
+  std::vector<int64_t> offsets;
+  if (!r.BeginObject(/*kept=*/true)) return r.status();
+  absl::string_view key;
+  while (r.NextKey(&key)) {
+    if (key == "dtype") {
+      dtype = ReadString(r, what, " dtype", &e->dtype);
+    } else if (key == "shape") {
+      shape = ReadInt64Array(r, what, " shape", kMaxDims, 0, INT64_MAX, &e->shape);
+    } else if (key == "data_offsets") {
+      offsets_ok = ReadInt64Array(r, what, " data_offsets", 2, 0, INT64_MAX, &offsets);
+    } else {
+      r.Skip(/*kept=*/false);
+    }
+  }
+  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(dtype);
+  SL_RETURN_IF_ERROR(shape);
+  SL_RETURN_IF_ERROR(offsets_ok);
+  if (offsets.size() != 2 || offsets[0] > offsets[1]) {
     return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets are not [begin, end] with begin <= end"));
   }
-  e.begin = (offsets)[0];
-  e.end = (offsets)[1];
-  auto bytes = EntryBytes(e.dtype, e.shape, what);
+  e->begin = offsets[0];
+  e->end = offsets[1];
+  auto bytes = EntryBytes(e->dtype, e->shape, what);
   if (!bytes.ok()) return bytes.status();
-  if (e.end - e.begin != *bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets [", e.begin, ", ", e.end, "] hold ",
-                                                   e.end - e.begin, " bytes; dtype ", e.dtype, " and shape ",
-                                                   ShapeToString(e.shape), " need ", *bytes));
+  if (e->end - e->begin != *bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets [", e->begin, ", ", e->end, "] hold ",
+                                                   e->end - e->begin, " bytes; dtype ", e->dtype, " and shape ",
+                                                   ShapeToString(e->shape), " need ", *bytes));
   }
-  if (e.end > data_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets [", e.begin, ", ", e.end,
+  if (e->end > data_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets [", e->begin, ", ", e->end,
                                                    "] are out of range: the data region has ", data_bytes, " bytes"));
   }
-  return e;
+  return absl::OkStatus();
+}
+
+// "__metadata__": string values only; the reader stands before its '{'.
+absl::Status DecodeMetadata(JsonReader& r, std::map<std::string, std::string>* metadata,
+                            const std::string& display_name) {
+  std::string bad;  // the least key whose value is not a string
+  bool any_bad = false;
+  if (!r.BeginObject(/*kept=*/true)) return r.status();
+  absl::string_view key;
+  JsonReader::Type type;
+  while (r.NextKey(&key)) {
+    if (!r.Peek(&type)) break;
+    if (type == JsonReader::Type::kString) {
+      const std::string name(key);
+      absl::string_view value;
+      if (!r.ReadString(&value)) break;
+      (*metadata)[name] = std::string(value);
+      continue;
+    }
+    if (!any_bad || key < absl::string_view(bad)) bad = std::string(key);
+    any_bad = true;
+    if (!r.Skip(/*kept=*/true)) break;
+  }
+  if (!r.ok()) return r.status();
+  if (any_bad) return Bad(display_name, absl::StrCat("__metadata__ value ", Quote(bad), " is not a string"));
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -92,66 +132,86 @@ std::string EncodeSafetensorsHeader(const std::vector<SafetensorsEntry>& entries
                                     const std::map<std::string, std::string>& metadata) {
   // Written out directly, one entry after another: an ordered_json object
   // finds each new key by a linear scan, which made a header of n entries
-  // cost O(n^2). Strings go through nlohmann for escaping.
-  using Json = nlohmann::json;
-  std::string json = "{";
+  // cost O(n^2). A load compares a file's header with this text
+  // (CheckpointReader), so its spelling is part of that check's fast path.
+  std::string out(8, '\0');
+  std::string& json = out;
+  json.reserve(8 + 64 + entries.size() * 80);
+  json += "{";
   bool first = true;
   if (!metadata.empty()) {
-    json += "\"__metadata__\":";
-    Json m = Json::object();
-    for (const auto& [k, v] : metadata) m[k] = v;
-    json += m.dump();
+    json += "\"__metadata__\":{";
+    for (auto it = metadata.begin(); it != metadata.end(); ++it) {
+      if (it != metadata.begin()) json += ",";
+      AppendJsonString(&json, it->first);
+      json += ":";
+      AppendJsonString(&json, it->second);
+    }
+    json += "}";
     first = false;
   }
   for (const SafetensorsEntry& e : entries) {
-    absl::StrAppend(&json, first ? "" : ",", Json(e.name).dump(), ":{\"dtype\":", Json(e.dtype).dump(),
-                    ",\"shape\":[", absl::StrJoin(e.shape, ","), "],\"data_offsets\":[", e.begin, ",", e.end, "]}");
+    if (!first) json += ",";
+    AppendJsonString(&json, e.name);
+    json += ":{\"dtype\":";
+    AppendJsonString(&json, e.dtype);
+    absl::StrAppend(&json, ",\"shape\":[", absl::StrJoin(e.shape, ","), "],\"data_offsets\":[", e.begin, ",", e.end,
+                    "]}");
     first = false;
   }
   json += "}";
   // Spaces are valid JSON whitespace; they align the data to 8 bytes.
   json.append((8 - json.size() % 8) % 8, ' ');
-  std::string out(8, '\0');
-  uint64_t n = json.size();
+  const uint64_t n = json.size() - 8;
   for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return out + json;
+  return out;
 }
 
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::string& json, int64_t data_bytes,
                                                          const std::string& display_name) {
   SafetensorsHeader header;
   header.header_bytes = static_cast<int64_t>(json.size());
-  // Entries are records: memory holds one at a time plus the parsed entries.
-  JsonStreamSpec spec;
-  spec.max_depth = kMaxHeaderDepth;
-  spec.max_array_length = kMaxDims;
-  spec.keep_member = [](const std::string& path, const std::string& key) {
-    if (path.empty()) return true;  // entry names and __metadata__
-    if (path == "/__metadata__") return true;
-    return key == "dtype" || key == "shape" || key == "data_offsets";
-  };
-  spec.is_record = [](const std::string&, int depth) { return depth == 2; };
-  spec.on_record = [&](const std::string&, const std::string& name, nlohmann::json&& j) -> absl::Status {
-    if (name == "__metadata__") {
-      for (auto m = j.begin(); m != j.end(); ++m) {
-        if (!m->is_string()) return Bad(display_name, absl::StrCat("__metadata__ value ", Quote(m.key()), " is not a string"));
-        header.metadata[m.key()] = m->get<std::string>();
+  // Entries are decoded as they end; an entry's error stops the parse.
+  JsonLimits limits;
+  limits.max_depth = kMaxHeaderDepth;
+  limits.max_array_length = kMaxDims;
+  limits.keep_nested = IsEntryField;
+  JsonReader r(json, limits, absl::StrCat("data file ", Quote(display_name), ": header"));
+  std::string not_object;  // the least root member that is not an object
+  bool any_not_object = false, root_object = false;
+  JsonReader::Type type;
+  if (r.Peek(&type) && type == JsonReader::Type::kObject) {
+    root_object = true;
+    r.BeginObject(/*kept=*/true);
+    absl::string_view name;
+    while (r.NextKey(&name)) {
+      if (!r.Peek(&type)) break;
+      if (type != JsonReader::Type::kObject) {
+        if (!any_not_object || name < absl::string_view(not_object)) not_object = std::string(name);
+        any_not_object = true;
+        r.Skip(/*kept=*/true);
+      } else if (name == "__metadata__") {
+        absl::Status s = DecodeMetadata(r, &header.metadata, display_name);
+        if (!r.ok()) break;
+        if (!s.ok()) return s;
+      } else {
+        SafetensorsEntry e;
+        absl::Status s = DecodeEntry(r, name, data_bytes, &e);
+        if (!r.ok()) break;
+        if (!s.ok()) return Bad(display_name, std::string(s.message()));
+        header.entries.push_back(std::move(e));
       }
-      return absl::OkStatus();
     }
-    auto e = DecodeEntry(name, j, data_bytes);
-    if (!e.ok()) return Bad(display_name, std::string(e.status().message()));
-    header.entries.push_back(*std::move(e));
-    return absl::OkStatus();
-  };
-  auto doc = ParseJsonStream(json, spec, absl::StrCat("data file ", Quote(display_name), ": header"));
-  if (!doc.ok()) return doc.status();
-  if (!doc->is_object()) return Bad(display_name, "header is not a JSON object");
+  } else if (r.ok()) {
+    r.Skip(/*kept=*/true);
+  }
+  r.End();
+  if (!r.ok()) return r.status();
+  if (!root_object) return Bad(display_name, "header is not a JSON object");
   // Records took every object member; what is left is not an object.
-  if (!doc->empty()) {
-    const std::string& name = doc->begin().key();
-    if (name == "__metadata__") return Bad(display_name, "__metadata__ is not an object");
-    return Bad(display_name, absl::StrCat("entry ", Quote(name), " is not an object"));
+  if (any_not_object) {
+    if (not_object == "__metadata__") return Bad(display_name, "__metadata__ is not an object");
+    return Bad(display_name, absl::StrCat("entry ", Quote(not_object), " is not an object"));
   }
   std::sort(header.entries.begin(), header.entries.end(),
             [](const SafetensorsEntry& a, const SafetensorsEntry& b) {
