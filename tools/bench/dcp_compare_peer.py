@@ -122,28 +122,24 @@ def drop_cache(path):
             os.close(fd)
 
 
-class TimedWriter(dcp.FileSystemWriter):
-    """FileSystemWriter that adds up the time spent writing the data."""
-    data_seconds = 0.0
+def timing(base, method):
+    """A subclass of the storage class `base` whose `method` (write_data or
+    read_data) adds the time it takes, until its future is done, to the
+    class's data_seconds."""
 
-    def write_data(self, plan, planner):
+    def run(self, plan, planner):
         start = time.perf_counter()
-        future = super().write_data(plan, planner)
+        future = getattr(base, method)(self, plan, planner)
         future.wait()
-        TimedWriter.data_seconds += time.perf_counter() - start
+        cls.data_seconds += time.perf_counter() - start
         return future
 
+    cls = type(f"Timed{base.__name__}", (base,), {method: run, "data_seconds": 0.0})
+    return cls
 
-class TimedReader(dcp.FileSystemReader):
-    """FileSystemReader that adds up the time spent reading the data."""
-    data_seconds = 0.0
 
-    def read_data(self, plan, planner):
-        start = time.perf_counter()
-        future = super().read_data(plan, planner)
-        future.wait()
-        TimedReader.data_seconds += time.perf_counter() - start
-        return future
+TimedWriter = timing(dcp.FileSystemWriter, "write_data")
+TimedReader = timing(dcp.FileSystemReader, "read_data")
 
 
 def timed(body, before=None):
