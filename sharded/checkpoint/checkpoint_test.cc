@@ -191,7 +191,14 @@ TEST(CheckpointTest, ReshardedLoadReadsOnlyOverlappingBytes) {
   ASSERT_TRUE(four.Run([&](RankContext& ctx) -> absl::Status {
                     auto state = MakeState(saved, 0, ctx.pg);
                     if (!state.ok()) return state.status();
-                    return SaveCheckpoint(*state, dir, *ctx.pg, save);
+                    SaveStats st;
+                    absl::Status saved_ok = SaveCheckpoint(*state, dir, *ctx.pg, save, &st);
+                    if (!saved_ok.ok()) return saved_ok;
+                    // The save's time, split: the data file's and the rest.
+                    if (!(st.data_seconds > 0 && st.metadata_seconds > 0)) {
+                      return absl::InternalError(absl::StrCat("save times ", st.data_seconds, " / ", st.metadata_seconds));
+                    }
+                    return absl::OkStatus();
                   }).ok());
   std::vector<TensorSpec> target = saved;
   target[0].spec = ChunkShardingSpec::OnRanks(0, 3);
@@ -215,6 +222,8 @@ TEST(CheckpointTest, ReshardedLoadReadsOnlyOverlappingBytes) {
     EXPECT_LE(st.files_opened, 2) << "rank " << r;
     EXPECT_GT(st.header_bytes_read, 0);
     EXPECT_GT(st.index_bytes_read, 0);
+    EXPECT_GT(st.data_seconds, 0) << "rank " << r;
+    EXPECT_GT(st.metadata_seconds, 0) << "rank " << r;
   }
 }
 
