@@ -12,8 +12,8 @@
 // fsync, atomic commit), load with the page cache kept and dropped, an
 // AsyncCheckpointer's blocking time and total; the baselines: each rank's
 // bytes written as one file + fsync, read back (cache kept and dropped),
-// copied once into resident memory (async's floor), and its data file read
-// with pread + CRC32C (the verified-read ceiling). Phase w3: the W=4
+// copied once into resident memory (async's floor), and the bytes a load
+// fills on the rank read with pread + CRC32C (the verified-read ceiling). Phase w3: the W=4
 // checkpoint loaded by W ranks (resharding) beside a plain read of each
 // rank's new bytes. Rank 0 prints "RESULT shardlight|plain <metric> <s>"
 // (best of --repeats) and "BYTES <n>"; every load is checked element by
@@ -22,7 +22,6 @@
 // agreements, index).
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -40,16 +39,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "lightning/cluster/distributed.h"
-#include "lightning/cluster/environment.h"
 #include "sharded/checkpoint/async/async_checkpointer.h"
 #include "sharded/checkpoint/checkpoint.h"
-#include "sharded/checkpoint/format/crc32c.h"
 #include "sharded/collectives.h"
 #include "sharded/sharded_tensor.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/state_dict.h"
 #include "sharded/status_macros.h"
 #include "tools/bench/bench_phases.h"
+#include "tools/bench/bench_workload.h"
+#include "tools/bench/launcher_job.h"
 #include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(std::string, phase, "w4", "w4: save, load, async and the baselines; w3: the resharding load");
@@ -64,22 +63,23 @@ namespace ckpt = sharded::checkpoint;
 using Clock = std::chrono::steady_clock;
 using sharded::ShardedTensor;
 using sharded::StateDict;
+using tools::bench::BenchTensor;
+using tools::bench::BuildBenchState;
+using tools::bench::CheckBenchState;
+using tools::bench::LocalBytes;
+using tools::bench::ReadPlainFile;
+using tools::bench::WritePlainFile;
+using tools::bench::ZeroBenchState;
 
 constexpr int64_t kCols = 1024;
 constexpr int kSizeTensors = 64;
 constexpr int64_t kSmall[4][2] = {{2, 2}, {8, 8}, {16, 32}, {64, 32}};
-constexpr int64_t kChunk = int64_t{8} << 20;
-
-struct TensorSpec {
-  std::vector<int64_t> shape;
-  bool sharded;
-};
 
 // As dcp_compare_peer.py's shapes().
-absl::StatusOr<std::vector<TensorSpec>> Shapes(const std::string& workload, int world) {
+absl::StatusOr<std::vector<BenchTensor>> Shapes(const std::string& workload, int world) {
   const size_t colon = workload.find(':');
   const std::string kind = workload.substr(0, colon), value = colon == std::string::npos ? "" : workload.substr(colon + 1);
-  std::vector<TensorSpec> out;
+  std::vector<BenchTensor> out;
   if (kind == "size") {
     double gib = 0;
     if (!absl::SimpleAtod(value, &gib) || !(gib > 0 && gib <= 64)) return absl::InvalidArgumentError("bad size:GiB");
@@ -102,131 +102,6 @@ absl::StatusOr<std::vector<TensorSpec>> Shapes(const std::string& workload, int 
   }
   for (int t = 0; t < n; ++t) out.push_back({{kSmall[t % 4][0], kSmall[t % 4][1]}, t % 2 == 0});
   return out;
-}
-
-std::string KeyOf(int t) { return absl::StrCat("layer", t / 4, ".p", t % 4); }
-
-inline float Pattern(int64_t linear, int t) { return static_cast<float>((linear * 7 + t) & 0xFFFFF); }
-
-void Fill(const at::Tensor& x, int64_t first, int t) {
-  float* p = x.data_ptr<float>();
-  for (int64_t k = 0; k < x.numel(); ++k) p[k] = Pattern(first + k, t);
-}
-
-// f(tensor, linear index of its first element, tensor index, dense?) for
-// every local tensor, in key order.
-template <typename F>
-void ForEachLocal(const StateDict& state, const std::vector<TensorSpec>& specs, F&& f) {
-  for (size_t t = 0; t < specs.size(); ++t) {
-    const sharded::StateValue& v = *state.Find(KeyOf(static_cast<int>(t)));
-    if (const at::Tensor* dense = std::get_if<at::Tensor>(&v)) {
-      f(*dense, int64_t{0}, static_cast<int>(t), true);
-      continue;
-    }
-    const ShardedTensor& st = std::get<ShardedTensor>(v);
-    for (const sharded::Shard& s : st.local_shards()) {
-      f(s.tensor, s.metadata.offsets[0] * specs[t].shape[1], static_cast<int>(t), false);
-    }
-  }
-}
-
-absl::StatusOr<StateDict> Build(const std::vector<TensorSpec>& specs, bool fill,
-                                const c10::intrusive_ptr<c10d::ProcessGroup>& pg) {
-  StateDict state;
-  const int w = pg->getSize();
-  for (size_t t = 0; t < specs.size(); ++t) {
-    const int ti = static_cast<int>(t);
-    if (!specs[t].sharded) {
-      at::Tensor dense = at::zeros(specs[t].shape, at::kFloat);
-      if (fill) Fill(dense, 0, ti);
-      SL_RETURN_IF_ERROR(state.Insert(KeyOf(ti), dense));
-      continue;
-    }
-    SL_ASSIGN_OR_RETURN(auto meta, sharded::BuildMetadata(sharded::ChunkShardingSpec::OnRanks(0, w), specs[t].shape,
-                                                          {c10::ScalarType::Float, false}, w));
-    std::vector<sharded::Shard> shards = sharded::AllocateLocalShards(meta, pg->getRank());
-    for (sharded::Shard& s : shards) {
-      s.tensor.zero_();
-      if (fill) Fill(s.tensor, s.metadata.offsets[0] * specs[t].shape[1], ti);
-    }
-    SL_ASSIGN_OR_RETURN(auto st, ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), std::move(meta), pg));
-    SL_RETURN_IF_ERROR(state.Insert(KeyOf(ti), std::move(st)));
-  }
-  return state;
-}
-
-absl::Status Check(const StateDict& state, const std::vector<TensorSpec>& specs, int rank) {
-  absl::Status status;
-  ForEachLocal(state, specs, [&](const at::Tensor& x, int64_t first, int t, bool) {
-    const float* p = x.data_ptr<float>();
-    for (int64_t k = 0; k < x.numel() && status.ok(); ++k) {
-      if (p[k] != Pattern(first + k, t)) {
-        status = absl::InternalError(absl::StrCat("rank ", rank, ": tensor ", t, " differs after the load"));
-      }
-    }
-  });
-  return status;
-}
-
-void Zero(const StateDict& state, const std::vector<TensorSpec>& specs) {
-  ForEachLocal(state, specs, [](const at::Tensor& x, int64_t, int, bool) { x.zero_(); });
-}
-
-// This rank's bytes as its checkpoint file holds them: its shards, and the
-// dense tensors on rank 0.
-std::vector<char> SavedBytes(const StateDict& state, const std::vector<TensorSpec>& specs, int rank) {
-  std::vector<char> bytes;
-  ForEachLocal(state, specs, [&](const at::Tensor& x, int64_t, int, bool dense) {
-    if (dense && rank != 0) return;
-    const char* p = static_cast<const char*>(x.data_ptr());
-    bytes.insert(bytes.end(), p, p + x.numel() * 4);
-  });
-  return bytes;
-}
-
-// Every byte this rank loads (dense tensors included: each rank reads them).
-std::vector<char> LoadedBytes(const StateDict& state, const std::vector<TensorSpec>& specs) {
-  std::vector<char> bytes;
-  ForEachLocal(state, specs, [&](const at::Tensor& x, int64_t, int, bool) {
-    const char* p = static_cast<const char*>(x.data_ptr());
-    bytes.insert(bytes.end(), p, p + x.numel() * 4);
-  });
-  return bytes;
-}
-
-absl::Status WriteFile(const std::string& path, const std::vector<char>& bytes, bool sync) {
-  ::unlink(path.c_str());
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return absl::InternalError("cannot create " + path);
-  absl::Status s;
-  for (size_t pos = 0; pos < bytes.size() && s.ok(); pos += kChunk) {
-    const size_t take = std::min<size_t>(kChunk, bytes.size() - pos);
-    if (::write(fd, bytes.data() + pos, take) != static_cast<ssize_t>(take)) s = absl::InternalError("short write");
-  }
-  if (s.ok() && sync && ::fsync(fd) != 0) s = absl::InternalError("fsync failed");
-  ::close(fd);
-  return s;
-}
-
-// Reads `path` sequentially into `into`: 8 MiB calls, or with `crc` 256 KiB
-// calls each followed by CRC32C over its bytes while they are still in the
-// core's cache -- the verified read a checking load cannot beat.
-absl::Status ReadFile(const std::string& path, std::vector<char>& into, bool crc) {
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return absl::InternalError("cannot open " + path);
-  off_t size = ::lseek(fd, 0, SEEK_END);
-  into.resize(static_cast<size_t>(size));
-  const off_t step = crc ? off_t{256} << 10 : kChunk;
-  uint32_t c = 0;
-  absl::Status s;
-  for (off_t pos = 0; pos < size && s.ok(); pos += step) {
-    const size_t take = static_cast<size_t>(std::min<off_t>(step, size - pos));
-    if (::pread(fd, into.data() + pos, take, pos) != static_cast<ssize_t>(take)) s = absl::InternalError("short read");
-    if (crc) c = ckpt::Crc32cExtend(c, into.data() + pos, take);
-  }
-  ::close(fd);
-  if (crc && c == 0xFFFFFFFFu) std::printf(" ");  // keeps the checksum from being optimised away
-  return s;
 }
 
 class Phases {
@@ -271,18 +146,18 @@ class Phases {
   std::map<std::string, double> best_;
 };
 
-absl::Status RunW4(lightning::cluster::DistributedContext& job, const std::vector<TensorSpec>& specs,
+absl::Status RunW4(lightning::cluster::DistributedContext& job, const std::vector<BenchTensor>& specs,
                    const std::string& dir, int repeats, Phases& phases) {
   auto pg = job.pg();
   const int rank = pg->getRank();
   const std::string ckpt_dir = dir + "/shardlight", plain_dir = dir + "/plain", async_dir = dir + "/shardlight_async";
   std::filesystem::create_directories(plain_dir);
-  SL_ASSIGN_OR_RETURN(StateDict state, Build(specs, /*fill=*/true, pg));
-  const std::vector<char> mine = SavedBytes(state, specs, rank);
+  SL_ASSIGN_OR_RETURN(StateDict state, BuildBenchState(specs, /*fill=*/true, pg));
+  const std::vector<char> mine = LocalBytes(state, rank, /*saved_only=*/true);
   const std::string plain = absl::StrCat(plain_dir, "/rank-", rank, ".bin");
   std::vector<char> scratch;
   for (int r = 0; r < repeats; ++r) {
-    SL_RETURN_IF_ERROR(phases.Time("plain.write_fsync", [&] { return WriteFile(plain, mine, true); }));
+    SL_RETURN_IF_ERROR(phases.Time("plain.write_fsync", [&] { return WritePlainFile(plain, mine, true); }));
     ckpt::SaveStats stats;
     SL_RETURN_IF_ERROR(
         phases.Time("shardlight.save", [&] { return ckpt::SaveCheckpoint(state, ckpt_dir, *pg, {}, &stats); }));
@@ -298,35 +173,32 @@ absl::Status RunW4(lightning::cluster::DistributedContext& job, const std::vecto
       return absl::OkStatus();
     }));
   }
-  SL_ASSIGN_OR_RETURN(StateDict target, Build(specs, /*fill=*/false, pg));
-  const std::string suffix = absl::StrFormat("-r%05d.safetensors", rank);
-  std::string data_file;
-  for (const auto& e : std::filesystem::directory_iterator(ckpt_dir)) {
-    const std::string name = e.path().filename().string();
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      data_file = e.path().string();
-    }
-  }
-  if (data_file.empty()) return absl::InternalError(absl::StrCat("rank ", rank, ": no data file of mine in ", ckpt_dir));
+  // The read baselines cover the bytes a load fills on this rank: its shards
+  // and every dense tensor (each rank loads those), as one file of its own.
+  const std::string loaded = absl::StrCat(plain_dir, "/loaded-rank-", rank, ".bin");
+  SL_RETURN_IF_ERROR(WritePlainFile(loaded, LocalBytes(state, rank, /*saved_only=*/false), true));
+  SL_ASSIGN_OR_RETURN(StateDict target, BuildBenchState(specs, /*fill=*/false, pg));
+  const std::string who = absl::StrCat("rank ", rank);
   for (int r = 0; r < repeats; ++r) {
-    SL_RETURN_IF_ERROR(phases.Time("plain.read_warm", [&] { return ReadFile(plain, scratch, false); }));
-    SL_RETURN_IF_ERROR(phases.Time("plain.read_crc_warm", [&] { return ReadFile(data_file, scratch, true); }));
-    Zero(target, specs);
+    SL_RETURN_IF_ERROR(phases.Time("plain.read_warm", [&] { return ReadPlainFile(loaded, scratch, false); }));
+    SL_RETURN_IF_ERROR(phases.Time("plain.read_crc_warm", [&] { return ReadPlainFile(loaded, scratch, true); }));
+    ZeroBenchState(target);
     ckpt::LoadStats stats;
     SL_RETURN_IF_ERROR(phases.Time("shardlight.load_warm",
                                    [&] { return ckpt::LoadCheckpoint(target, ckpt_dir, *pg, {}, &stats); }));
     phases.Record("shardlight.load_metadata", stats.metadata_seconds);
     phases.Record("shardlight.load_data", stats.data_seconds);
-    SL_RETURN_IF_ERROR(Check(target, specs, rank));
+    SL_RETURN_IF_ERROR(CheckBenchState(target, who));
   }
   for (int r = 0; r < repeats; ++r) {
     SL_RETURN_IF_ERROR(phases.Time("plain.read_cold", [&] { tools::bench::DropCache(plain_dir); },
-                                   [&] { return ReadFile(plain, scratch, false); }));
-    Zero(target, specs);
+                                   [&] { return ReadPlainFile(loaded, scratch, false); }));
+    ZeroBenchState(target);
     SL_RETURN_IF_ERROR(phases.Time("shardlight.load_cold", [&] { tools::bench::DropCache(ckpt_dir); },
                                    [&] { return ckpt::LoadCheckpoint(target, ckpt_dir, *pg); }));
-    SL_RETURN_IF_ERROR(Check(target, specs, rank));
+    SL_RETURN_IF_ERROR(CheckBenchState(target, who));
   }
+  ::unlink(loaded.c_str());
   target = StateDict();
   scratch = std::vector<char>();
   // The async checkpointer on its own group (async_checkpointer.h), staging
@@ -355,20 +227,20 @@ absl::Status RunW4(lightning::cluster::DistributedContext& job, const std::vecto
   return absl::OkStatus();
 }
 
-absl::Status RunW3(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::vector<TensorSpec>& specs,
+absl::Status RunW3(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::vector<BenchTensor>& specs,
                    const std::string& dir, int repeats, Phases& phases) {
   const int rank = pg->getRank();
   const std::string ckpt_dir = dir + "/shardlight";
-  SL_ASSIGN_OR_RETURN(StateDict target, Build(specs, /*fill=*/true, pg));
+  SL_ASSIGN_OR_RETURN(StateDict target, BuildBenchState(specs, /*fill=*/true, pg));
   // The baseline: each rank's new bytes, read back from one file of its own.
   const std::string plain = absl::StrCat(dir, "/plain/w3-rank-", rank, ".bin");
-  SL_RETURN_IF_ERROR(WriteFile(plain, LoadedBytes(target, specs), false));
+  SL_RETURN_IF_ERROR(WritePlainFile(plain, LocalBytes(target, rank, /*saved_only=*/false), false));
   std::vector<char> scratch;
   for (int r = 0; r < repeats; ++r) {
-    SL_RETURN_IF_ERROR(phases.Time("plain.reshard_read_warm", [&] { return ReadFile(plain, scratch, false); }));
-    Zero(target, specs);
+    SL_RETURN_IF_ERROR(phases.Time("plain.reshard_read_warm", [&] { return ReadPlainFile(plain, scratch, false); }));
+    ZeroBenchState(target);
     SL_RETURN_IF_ERROR(phases.Time("shardlight.reshard_load", [&] { return ckpt::LoadCheckpoint(target, ckpt_dir, *pg); }));
-    SL_RETURN_IF_ERROR(Check(target, specs, rank));
+    SL_RETURN_IF_ERROR(CheckBenchState(target, absl::StrCat("rank ", rank)));
   }
   ::unlink(plain.c_str());
   return absl::OkStatus();
@@ -381,42 +253,34 @@ int Main() {
     std::fprintf(stderr, "dcp_compare_rank: --phase must be w4 or w3, --dir given, --repeats in [1, 100]\n");
     return 2;
   }
-  auto placement = lightning::cluster::DetectEnvironment(lightning::cluster::ProcessEnvironment());
-  if (!placement.ok()) {
-    std::fprintf(stderr, "dcp_compare_rank: %s\n", placement.status().ToString().c_str());
-    return 2;
-  }
-  auto specs = Shapes(absl::GetFlag(FLAGS_workload), placement->world_size);
+  int exit_code = 0;
+  auto job = tools::bench::JoinLauncherJob("dcp_compare_rank", std::chrono::minutes(20), &exit_code);
+  if (job == nullptr) return exit_code;
+  const lightning::cluster::ProcessPlacement& placement = job->placement();
+  auto specs = Shapes(absl::GetFlag(FLAGS_workload), placement.world_size);
   if (!specs.ok()) {
     std::fprintf(stderr, "dcp_compare_rank: %s\n", specs.status().ToString().c_str());
     return 2;
   }
-  lightning::cluster::DistributedOptions options;
-  options.collective_timeout = std::chrono::minutes(20);
-  auto job = lightning::cluster::InitDistributed(*placement, options);
-  if (!job.ok()) {
-    std::fprintf(stderr, "dcp_compare_rank: %s\n", job.status().ToString().c_str());
-    return 1;
-  }
   at::set_num_threads(1);
-  Phases phases(*(*job)->pg());
-  if (placement->rank == 0) {
+  Phases phases(*job->pg());
+  if (placement.rank == 0) {
     int64_t bytes = 0;
-    for (const TensorSpec& s : *specs) {
+    for (const BenchTensor& s : *specs) {
       int64_t n = 4;
       for (int64_t d : s.shape) n *= d;
       bytes += n;
     }
     std::printf("BYTES %lld\n", static_cast<long long>(bytes));
   }
-  const absl::Status s = phase == "w4" ? RunW4(**job, *specs, dir, repeats, phases)
-                                       : RunW3((*job)->pg(), *specs, dir, repeats, phases);
+  const absl::Status s = phase == "w4" ? RunW4(*job, *specs, dir, repeats, phases)
+                                       : RunW3(job->pg(), *specs, dir, repeats, phases);
   if (!s.ok()) {
-    std::fprintf(stderr, "dcp_compare_rank: rank %d: %s\n", placement->rank, s.ToString().c_str());
+    std::fprintf(stderr, "dcp_compare_rank: rank %d: %s\n", placement.rank, s.ToString().c_str());
     return 1;
   }
   phases.Print();
-  (void)(*job)->Leave();
+  (void)job->Leave();
   return 0;
 }
 

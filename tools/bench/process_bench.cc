@@ -18,13 +18,13 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "lightning/cluster/distributed.h"
-#include "lightning/cluster/environment.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/collectives.h"
 #include "sharded/factories.h"
 #include "simulate/core/simulated_cluster.h"
-#include "tools/flags/strict_flags.h"
 #include "simulate/training_run.h"
+#include "tools/bench/launcher_job.h"
+#include "tools/flags/strict_flags.h"
 
 ABSL_FLAG(std::string, mode, "threads", "threads or process");
 ABSL_FLAG(int, world_size, 4, "threads mode: ranks");
@@ -134,30 +134,22 @@ int Main() {
     std::fprintf(stderr, "process_bench: --mode must be threads or process\n");
     return 2;
   }
-  auto placement = lightning::cluster::DetectEnvironment(lightning::cluster::ProcessEnvironment());
-  if (!placement.ok()) {
-    std::fprintf(stderr, "process_bench: %s\n", placement.status().ToString().c_str());
-    return 2;
-  }
+  int exit_code = 0;
+  auto job = tools::bench::JoinLauncherJob("process_bench", std::chrono::minutes(5), &exit_code);
+  if (job == nullptr) return exit_code;
+  const int rank = job->placement().rank, world = job->placement().world_size;
   // Every process must checkpoint into the same directory.
-  if (absl::GetFlag(FLAGS_dir).empty() && placement->world_size > 1) {
+  if (absl::GetFlag(FLAGS_dir).empty() && world > 1) {
     std::fprintf(stderr, "process_bench: --dir is required with --mode=process\n");
     return 2;
   }
-  lightning::cluster::DistributedOptions options;
-  options.collective_timeout = std::chrono::minutes(5);
-  auto ctx = lightning::cluster::InitDistributed(*placement, options);
-  if (!ctx.ok()) {
-    std::fprintf(stderr, "process_bench: %s\n", ctx.status().ToString().c_str());
-    return 1;
-  }
-  auto figures = Measure((*ctx)->pg(), dir);
+  auto figures = Measure(job->pg(), dir);
   if (!figures.ok()) {
-    std::fprintf(stderr, "process_bench: rank %d: %s\n", placement->rank, figures.status().ToString().c_str());
+    std::fprintf(stderr, "process_bench: rank %d: %s\n", rank, figures.status().ToString().c_str());
     return 1;
   }
-  (void)(*ctx)->Leave();
-  if (placement->rank == 0) Print("processes", placement->world_size, *figures);
+  (void)job->Leave();
+  if (rank == 0) Print("processes", world, *figures);
   return 0;
 }
 
