@@ -105,7 +105,9 @@ for workload in "${list[@]}"; do
   rm -rf "${scratch:?}/$workload"
 done
 
-# Best of every round per figure, each row with its ratios.
+# Each round's ratio, then the best of every round per figure, each row with
+# its ratios.
+awk -f tools/bench/dcp_compare_rounds.awk "$results" >&2
 "$report_bin" --compare="$results" --compare_bytes="$out/bytes.txt" --compare_threads="$dcp_threads" \
   --compare_world="$world" --out="$out"
 rm -f "$out/bytes.txt"
