@@ -152,13 +152,18 @@ absl::Status StagingArea::MakeRoom(int64_t bytes) {
 }
 
 void StagingArea::Push(size_t entry, int64_t size) {
+  bool draining = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     ++slots_[static_cast<size_t>(fill_slot_)].holds;
     queued_.push_back({entry, fill_slot_, fill_pos_, size});
+    draining = draining_;
   }
   fill_pos_ = AlignUp(fill_pos_ + size);
-  changed_.notify_all();
+  // Only a draining writer waits for queued pieces (Next); before that a
+  // wake-up per piece would cost the snapshot a futex call and the writer a
+  // context switch for every small tensor.
+  if (draining) changed_.notify_all();
 }
 
 absl::Status StagingArea::Stage(size_t entry, const at::Tensor& tensor) {
