@@ -1,10 +1,12 @@
 // LoadCheckpoint: plan and check everything, agree, read, agree.
 #include <algorithm>
 #include <chrono>
+#include <iterator>
 #include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -42,21 +44,28 @@ struct ReadOp {
 // view of the tensor.
 absl::Status DestinationsOf(const std::string& key, const StateValue& value, const IndexTensor& saved,
                             std::vector<Destination>* out) {
-  const std::string k = absl::StrCat("key ", Quote(key), ": ");
   c10::ScalarType dtype;
-  std::vector<int64_t> shape;
+  c10::IntArrayRef shape;
   if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
-    if (!dense->defined()) return absl::InvalidArgumentError(k + "the tensor to fill is undefined");
+    if (!dense->defined()) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", Quote(key), ": the tensor to fill is undefined"));
+    }
     dtype = dense->scalar_type();
-    shape = dense->sizes().vec();
-    out->push_back({Box::Whole(shape), *dense});
+    shape = dense->sizes();
+    Destination d;
+    d.offsets.assign(shape.size(), 0);
+    d.sizes.assign(shape.begin(), shape.end());
+    d.tensor = *dense;
+    out->push_back(std::move(d));
   } else {
     const ShardedTensor& st = std::get<ShardedTensor>(value);
     dtype = st.dtype();
     shape = st.sizes();
     for (const Shard& s : st.local_shards()) out->push_back({s.metadata, s.tensor});
   }
-  return CheckSizeAndDtype(key, {"the checkpoint", saved.shape, saved.dtype}, {"the tensor to fill", shape, dtype});
+  if (dtype == saved.dtype && shape.equals(saved.shape)) return absl::OkStatus();  // no facts to spell out
+  return CheckSizeAndDtype(key, {"the checkpoint", saved.shape, saved.dtype},
+                           {"the tensor to fill", shape.vec(), dtype});
 }
 
 // "'a', 'b', 'c', 'd', 'e' and 3 more", or "none".
@@ -86,11 +95,33 @@ std::string MappedName(const std::string& key, const LoadOptions& options) {
   return absl::StrCat(options.add_prefix, rest);
 }
 
-// The selected checkpoint tensors under the names they load into: the key
-// filter and the remapping of LoadOptions, checked.
-absl::StatusOr<std::unordered_map<std::string, const IndexTensor*>> SelectAndMap(const CheckpointIndex& index,
-                                                                                const LoadOptions& options,
-                                                                                const std::string& dir) {
+// The selected checkpoint tensors under the names they load into.
+struct Selection {
+  // No key filter and no remapping: every tensor under its own key, which
+  // the index's lookup finds (no map of its own).
+  bool identity = false;
+  std::unordered_map<std::string, const IndexTensor*> mapped;  // otherwise
+
+  const IndexTensor* Find(const CheckpointIndex& index, const std::string& name) const {
+    if (identity) return index.Find(name);
+    auto it = mapped.find(name);
+    return it == mapped.end() ? nullptr : it->second;
+  }
+};
+
+bool SelectsAllUnchanged(const LoadOptions& options) {
+  return options.keys.empty() && options.key_prefixes.empty() && options.rename.empty() &&
+         options.strip_prefix.empty() && options.add_prefix.empty();
+}
+
+// The key filter and the remapping of LoadOptions, checked.
+absl::StatusOr<Selection> SelectAndMap(const CheckpointIndex& index, const LoadOptions& options,
+                                       const std::string& dir) {
+  Selection selection;
+  if (SelectsAllUnchanged(options) && !index.tensors.empty()) {
+    selection.identity = true;
+    return selection;
+  }
   const std::unordered_set<std::string> keys(options.keys.begin(), options.keys.end());
   for (const std::string& key : options.keys) {
     if (index.Find(key) == nullptr) {
@@ -104,7 +135,7 @@ absl::StatusOr<std::unordered_map<std::string, const IndexTensor*>> SelectAndMap
                                                      " but the checkpoint at '", dir, "' has no key ", Quote(from)));
     }
   }
-  std::unordered_map<std::string, const IndexTensor*> mapped;
+  std::unordered_map<std::string, const IndexTensor*>& mapped = selection.mapped;
   mapped.reserve(index.tensors.size());
   for (const IndexTensor& t : index.tensors) {
     if (!Selected(t.key, options, keys)) continue;
@@ -128,33 +159,82 @@ absl::StatusOr<std::unordered_map<std::string, const IndexTensor*>> SelectAndMap
                                             ", key_prefixes ", KeyList(options.key_prefixes),
                                             ") selects no key of the checkpoint at '", dir, "'"));
   }
-  return mapped;
+  return selection;
+}
+
+// File order, then byte order: sequential reads, and tiles of one entry in
+// a row so their shared boundary blocks are read once. What a stable sort by
+// (file name, begin, region offsets) gives, in time linear in the ops when
+// each file's ops come in byte order (as a load in the save's key order
+// finds them): grouped by file (one file's ops share one File), and a
+// group sorted only when it is out of order.
+void SortByFileAndOffset(std::vector<ReadOp>* ops) {
+  absl::flat_hash_map<const File*, size_t> group_of;  // groups in order of first appearance
+  std::vector<std::vector<ReadOp>> groups;
+  const File* last = nullptr;
+  size_t g = 0;
+  for (ReadOp& op : *ops) {
+    if (op.file != last || groups.empty()) {
+      auto [it, added] = group_of.try_emplace(op.file, groups.size());
+      if (added) groups.emplace_back();
+      g = it->second;
+      last = op.file;
+    }
+    groups[g].push_back(std::move(op));
+  }
+  std::vector<size_t> order(groups.size());
+  for (size_t g = 0; g < order.size(); ++g) order[g] = g;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return groups[a][0].shard->file < groups[b][0].shard->file; });
+  auto in_file_order = [](const ReadOp& a, const ReadOp& b) {
+    return std::tie(a.shard->begin, a.region.offsets) < std::tie(b.shard->begin, b.region.offsets);
+  };
+  ops->clear();
+  for (size_t g : order) {
+    std::vector<ReadOp>& group = groups[g];
+    if (!std::is_sorted(group.begin(), group.end(), in_file_order)) {
+      std::stable_sort(group.begin(), group.end(), in_file_order);
+    }
+    std::move(group.begin(), group.end(), std::back_inserter(*ops));
+  }
 }
 
 // Step 1 on one rank: every check that can fail before a byte is written.
 absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const LoadOptions& options,
                   std::vector<Destination>* destinations, std::vector<ReadOp>* ops, LoadStats* report) {
   const CheckpointIndex& index = reader.index();
-  SL_ASSIGN_OR_RETURN(const auto mapped, SelectAndMap(index, options, reader.dir()));
+  SL_ASSIGN_OR_RETURN(const Selection selection, SelectAndMap(index, options, reader.dir()));
   // Per key of `to_fill` (in its order): its checkpoint tensor, or null.
   std::vector<const IndexTensor*> sources;
   sources.reserve(to_fill.size());
   std::vector<std::pair<size_t, size_t>> ranges;  // per key: [first, last) destination
   destinations->clear();
+  size_t found = 0;
   for (const auto& [key, value] : to_fill.entries()) {
     SL_RETURN_IF_ERROR(ValidateKey(key));
-    auto it = mapped.find(key);
-    sources.push_back(it == mapped.end() ? nullptr : it->second);
+    const IndexTensor* saved = selection.Find(index, key);
+    sources.push_back(saved);
     const size_t first = destinations->size();
-    if (it == mapped.end()) {
+    if (saved == nullptr) {
       report->missing_keys.push_back(key);
     } else {
-      SL_RETURN_IF_ERROR(DestinationsOf(key, value, *it->second, destinations));
+      ++found;
+      SL_RETURN_IF_ERROR(DestinationsOf(key, value, *saved, destinations));
     }
     ranges.emplace_back(first, destinations->size());
   }
-  for (const auto& [name, tensor] : mapped) {
-    if (!to_fill.Contains(name)) report->unexpected_keys.push_back(tensor->key);
+  // Names are unique on both sides: when every selected tensor was found,
+  // none is unexpected.
+  if (selection.identity) {
+    if (found < index.tensors.size()) {
+      for (const IndexTensor& t : index.tensors) {
+        if (!to_fill.Contains(t.key)) report->unexpected_keys.push_back(t.key);
+      }
+    }
+  } else {
+    for (const auto& [name, tensor] : selection.mapped) {
+      if (!to_fill.Contains(name)) report->unexpected_keys.push_back(tensor->key);
+    }
   }
   std::sort(report->missing_keys.begin(), report->missing_keys.end());
   std::sort(report->unexpected_keys.begin(), report->unexpected_keys.end());
@@ -187,13 +267,7 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
     }
     ++key_index;
   }
-  // File order, then byte order: sequential reads, and tiles of one entry in
-  // a row so their shared boundary blocks are read once.
-  // (Names are compared only across files: one file's ops share one File.)
-  std::stable_sort(ops->begin(), ops->end(), [](const ReadOp& a, const ReadOp& b) {
-    if (a.file != b.file) return a.shard->file < b.shard->file;
-    return std::tie(a.shard->begin, a.region.offsets) < std::tie(b.shard->begin, b.region.offsets);
-  });
+  SortByFileAndOffset(ops);
   return absl::OkStatus();
 }
 

@@ -1,4 +1,6 @@
 // SaveCheckpoint: write, agree, rename, commit. One comment per protocol step.
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <map>
 #include <set>
@@ -7,7 +9,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/format/data_file.h"
@@ -56,49 +57,70 @@ std::string RecordsPayload(const std::string& file_name, const WrittenFile& writ
   out.reserve(out.size() + written.entries.size() * 96);
   for (size_t i = 0; i < written.entries.size(); ++i) {
     const WrittenEntry& e = written.entries[i];
-    absl::StrAppend(&out, plan.refs[i].first, "\t", plan.refs[i].second, "\t", e.name, "\t", e.begin, "\t", e.end, "\t",
-                    EncodeCrcHex(e.block_crcs), "\n");
+    absl::StrAppend(&out, plan.refs[i].first, "\t", plan.refs[i].second, "\t", e.name, "\t", e.begin, "\t", e.end, "\t");
+    AppendCrcHex(e.block_crcs, &out);
+    out.push_back('\n');
   }
   return out;
 }
 
 struct Record {
-  const std::string* file;  // the IndexFile's name
+  absl::string_view key;  // into the payload
+  int shard = 0;          // -1 for a dense tensor
+  const std::string* file = nullptr;  // the IndexFile's name
   std::string entry;
-  int64_t begin, end;
+  int64_t begin = 0, end = 0;
   std::vector<uint32_t> crcs;
+  bool taken = false;
 };
 
-// (key, shard index or -1 for dense) -> where its bytes are.
-using Records = absl::flat_hash_map<std::pair<std::string, int>, Record>;
+// The next `n` tab-separated fields of `line`, the last one ending it.
+template <size_t n>
+bool SplitFields(absl::string_view line, std::array<absl::string_view, n>* fields) {
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const size_t tab = line.find('\t');
+    if (tab == absl::string_view::npos) return false;
+    (*fields)[i] = line.substr(0, tab);
+    line.remove_prefix(tab + 1);
+  }
+  if (line.find('\t') != absl::string_view::npos) return false;
+  (*fields)[n - 1] = line;
+  return true;
+}
 
-// `file` must stay where it is while `records` is used.
-absl::Status DecodeRecords(const std::string& payload, int rank, IndexFile* file, Records* records) {
+// Rank `rank`'s records, in its payload's order. `file` and `payload` must
+// stay where they are while `records` is used.
+absl::Status DecodeRecords(const std::string& payload, int rank, IndexFile* file, std::vector<Record>* records) {
   auto bad = [&](absl::string_view what) {
     return absl::InternalError(absl::StrCat("unreadable shard records from rank ", rank, ": ", what));
   };
-  std::vector<absl::string_view> lines = absl::StrSplit(payload, '\n');
-  if (lines.empty() || !lines.back().empty()) return bad("not newline-terminated");
-  lines.pop_back();
-  if (lines.empty()) return bad("no file line");
-  const std::vector<absl::string_view> head = absl::StrSplit(lines[0], '\t');
-  if (head.size() != 3 || !absl::SimpleAtoi(head[1], &file->bytes) || !absl::SimpleAtoi(head[2], &file->header_bytes)) {
+  if (payload.empty() || payload.back() != '\n') return bad("not newline-terminated");
+  absl::string_view rest(payload.data(), payload.size() - 1);  // without the last newline
+  auto next_line = [&rest] {
+    const size_t nl = rest.find('\n');
+    absl::string_view line = rest.substr(0, nl);
+    rest = nl == absl::string_view::npos ? absl::string_view() : rest.substr(nl + 1);
+    return line;
+  };
+  std::array<absl::string_view, 3> head;
+  if (!SplitFields(next_line(), &head) || !absl::SimpleAtoi(head[1], &file->bytes) ||
+      !absl::SimpleAtoi(head[2], &file->header_bytes)) {
     return bad("bad file line");
   }
   file->name = std::string(head[0]);
   file->rank = rank;
-  records->reserve(records->size() + lines.size() - 1);
-  for (size_t i = 1; i < lines.size(); ++i) {
-    const std::vector<absl::string_view> f = absl::StrSplit(lines[i], '\t');
+  records->reserve(static_cast<size_t>(std::count(rest.begin(), rest.end(), '\n')) + 1);
+  std::array<absl::string_view, 6> f;
+  for (size_t i = 1; !rest.empty(); ++i) {
     Record r;
-    int shard = 0;
     r.file = &file->name;
-    if (f.size() != 6 || !absl::SimpleAtoi(f[1], &shard) || !absl::SimpleAtoi(f[3], &r.begin) ||
-        !absl::SimpleAtoi(f[4], &r.end) || !DecodeCrcHex(std::string(f[5]), &r.crcs)) {
+    if (!SplitFields(next_line(), &f) || !absl::SimpleAtoi(f[1], &r.shard) || !absl::SimpleAtoi(f[3], &r.begin) ||
+        !absl::SimpleAtoi(f[4], &r.end) || !DecodeCrcHex(f[5], &r.crcs)) {
       return bad(absl::StrCat("bad entry line ", i));
     }
+    r.key = f[0];
     r.entry = std::string(f[2]);
-    (*records)[{std::string(f[0]), shard}] = std::move(r);
+    records->push_back(std::move(r));
   }
   return absl::OkStatus();
 }
@@ -109,23 +131,47 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
   index.world_size = static_cast<int>(payloads.size());
   index.generation = generation;
   index.block_bytes = block_bytes;
-  Records records;
+  std::vector<std::vector<Record>> records(payloads.size());  // per rank
   index.files.resize(payloads.size());  // never resized again: records point at the names
   for (int r = 0; r < static_cast<int>(payloads.size()); ++r) {
-    SL_RETURN_IF_ERROR(DecodeRecords(payloads[r], r, &index.files[r], &records));
+    SL_RETURN_IF_ERROR(DecodeRecords(payloads[r], r, &index.files[r], &records[r]));
   }
-  auto take = [&](const std::string& key, int shard, IndexShard* out) -> absl::Status {
-    auto it = records.find(std::make_pair(key, shard));
-    if (it == records.end()) {
+  // Every rank reports its shards in state-dict order, the order they are
+  // taken in here: each is the next record of its rank. Any other order
+  // (never written by PlanSave) falls back to a lookup of all records, the
+  // last of equal ones winning.
+  std::vector<size_t> next(payloads.size(), 0);
+  absl::flat_hash_map<std::pair<absl::string_view, int>, Record*> all;
+  auto take = [&](const std::string& key, int shard, int rank, IndexShard* out) -> absl::Status {
+    Record* found = nullptr;
+    if (rank >= 0 && rank < static_cast<int>(records.size()) && next[rank] < records[rank].size()) {
+      Record& candidate = records[rank][next[rank]];
+      if (candidate.key == key && candidate.shard == shard && !candidate.taken) {
+        found = &candidate;
+        ++next[rank];
+      }
+    }
+    if (found == nullptr) {
+      if (all.empty()) {
+        for (auto& of_rank : records) {
+          for (Record& r : of_rank) all[{r.key, r.shard}] = &r;
+        }
+      }
+      auto it = all.find(std::make_pair(absl::string_view(key), shard));
+      if (it != all.end() && !it->second->taken) found = it->second;
+    }
+    if (found == nullptr) {
       return absl::InternalError(absl::StrCat("key ", Quote(key), ": no rank reported shard ", shard));
     }
-    out->file = *it->second.file;
-    out->entry = std::move(it->second.entry);
-    out->begin = it->second.begin;
-    out->end = it->second.end;
-    out->block_crcs = std::move(it->second.crcs);
+    found->taken = true;
+    out->file = *found->file;
+    out->entry = std::move(found->entry);
+    out->begin = found->begin;
+    out->end = found->end;
+    out->block_crcs = std::move(found->crcs);
     return absl::OkStatus();
   };
+  index.tensors.reserve(state_dict.size());
   for (const auto& [key, value] : state_dict.entries()) {
     IndexTensor t;
     t.key = key;
@@ -134,20 +180,22 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
       t.dtype = dense->scalar_type();
       t.shape = dense->sizes().vec();
       IndexShard s;
-      static_cast<Box&>(s) = Box::Whole(t.shape);
+      s.offsets.assign(t.shape.size(), 0);
+      s.sizes = t.shape;
       s.rank = 0;
-      SL_RETURN_IF_ERROR(take(key, -1, &s));
+      SL_RETURN_IF_ERROR(take(key, -1, 0, &s));
       t.shards.push_back(std::move(s));
     } else {
       const ShardedTensorMetadata& m = std::get<ShardedTensor>(value).metadata();
       t.sharded = true;
       t.dtype = m.properties.dtype;
       t.shape = m.sizes;
+      t.shards.reserve(m.shards.size());
       for (size_t i = 0; i < m.shards.size(); ++i) {
         IndexShard s;
         static_cast<Box&>(s) = m.shards[i];
         s.rank = m.shards[i].placement.rank;
-        SL_RETURN_IF_ERROR(take(key, static_cast<int>(i), &s));
+        SL_RETURN_IF_ERROR(take(key, static_cast<int>(i), s.rank, &s));
         t.shards.push_back(std::move(s));
       }
     }
@@ -245,21 +293,34 @@ absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const st
 
 }  // namespace
 
+// Appends what the fingerprint covers of one shard (its box and placement)
+// to `text`, numbers separated so that no two layouts spell alike.
+void AppendShardFacts(const ShardMetadata& shard, std::string* text) {
+  for (int64_t v : shard.offsets) absl::StrAppend(text, v, ",");
+  text->push_back('+');
+  for (int64_t v : shard.sizes) absl::StrAppend(text, v, ",");
+  absl::StrAppend(text, "@", shard.placement.rank, "/", static_cast<int>(shard.placement.device), ":",
+                  shard.placement.device == DeviceKind::kCpu ? 0 : shard.placement.device_index, ";");
+}
+
 absl::StatusOr<SavePlan> PlanSave(const StateDict& state_dict, int rank, int world) {
   SavePlan plan;
   plan.fingerprint = kStableHashSeed;
+  // Each key's part of the fingerprint, spelled into one reused buffer.
+  std::string facts;
+  auto k = [](const std::string& key) { return absl::StrCat("key ", Quote(key), ": "); };  // errors only
   for (const auto& [key, value] : state_dict.entries()) {
     SL_RETURN_IF_ERROR(ValidateKey(key));
-    const std::string k = absl::StrCat("key ", Quote(key), ": ");
+    facts.clear();
     if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
-      if (!dense->defined()) return absl::InvalidArgumentError(k + "the tensor is undefined");
+      if (!dense->defined()) return absl::InvalidArgumentError(k(key) + "the tensor is undefined");
       if (DtypeName(dense->scalar_type()).empty()) {
-        return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(dense->scalar_type()),
+        return absl::InvalidArgumentError(absl::StrCat(k(key), "dtype ", c10::toString(dense->scalar_type()),
                                                        " cannot be checkpointed"));
       }
-      plan.fingerprint = StableHash(
-          absl::StrCat(key, "|dense|", c10::toString(dense->scalar_type()), "|", ShapeToString(dense->sizes().vec())),
-          plan.fingerprint);
+      absl::StrAppend(&facts, key, "|dense|", DtypeName(dense->scalar_type()), "|");
+      for (int64_t d : dense->sizes()) absl::StrAppend(&facts, d, ",");
+      plan.fingerprint = StableHash(facts, plan.fingerprint);
       if (rank == 0) {  // dense tensors are written once
         plan.entries.push_back({key, *dense});
         plan.refs.emplace_back(key, -1);
@@ -269,31 +330,38 @@ absl::StatusOr<SavePlan> PlanSave(const StateDict& state_dict, int rank, int wor
     const ShardedTensor& st = std::get<ShardedTensor>(value);
     const ShardedTensorMetadata& m = st.metadata();
     if (DtypeName(m.properties.dtype).empty() || !IsSupportedDtype(m.properties.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(k, "dtype ", c10::toString(m.properties.dtype),
+      return absl::InvalidArgumentError(absl::StrCat(k(key), "dtype ", c10::toString(m.properties.dtype),
                                                      " cannot be checkpointed"));
     }
-    plan.fingerprint = StableHash(
-        absl::StrCat(key, "|sharded|", c10::toString(m.properties.dtype), "|", ShapeToString(m.sizes)),
-        plan.fingerprint);
+    absl::StrAppend(&facts, key, "|sharded|", DtypeName(m.properties.dtype), "|");
+    for (int64_t d : m.sizes) absl::StrAppend(&facts, d, ",");
+    facts.push_back('|');
     for (size_t i = 0; i < m.shards.size(); ++i) {
       if (m.shards[i].placement.rank >= world) {
-        return absl::InvalidArgumentError(absl::StrCat(k, "shard ", i, " is placed on ", m.shards[i].placement.ToString(),
-                                                       " but the process group has ", world, " ranks"));
+        return absl::InvalidArgumentError(absl::StrCat(k(key), "shard ", i, " is placed on ",
+                                                       m.shards[i].placement.ToString(), " but the process group has ",
+                                                       world, " ranks"));
       }
-      plan.fingerprint = StableHash(m.shards[i].ToString(), plan.fingerprint);
+      AppendShardFacts(m.shards[i], &facts);
     }
+    plan.fingerprint = StableHash(facts, plan.fingerprint);
     // A ShardedTensor holds exactly its rank's shards, in metadata order:
     // those of this rank when its group ranks like the save's.
     if (st.process_group()->getRank() != rank) {
-      return absl::InvalidArgumentError(absl::StrCat(k, "the tensor is rank ", st.process_group()->getRank(),
+      return absl::InvalidArgumentError(absl::StrCat(k(key), "the tensor is rank ", st.process_group()->getRank(),
                                                      " of its process group but this rank saves as rank ", rank));
     }
-    const std::vector<int> mine = m.ShardsOnRank(rank);
     const std::vector<Shard>& local = st.local_shards();
-    for (size_t i = 0; i < mine.size(); ++i) {
-      const Shard& shard = local[i];
-      plan.entries.push_back({EntryNameOf(key, mine[i]), shard.tensor});
-      plan.refs.emplace_back(key, mine[i]);
+    size_t next = 0;  // the local shard of the next shard on this rank
+    for (size_t i = 0; i < m.shards.size(); ++i) {
+      if (m.shards[i].placement.rank != rank) continue;
+      if (next == local.size()) {
+        return absl::InternalError(absl::StrCat(k(key), "the tensor holds ", local.size(),
+                                                " local shards, fewer than its metadata places on rank ", rank));
+      }
+      const Shard& shard = local[next++];
+      plan.entries.push_back({EntryNameOf(key, static_cast<int>(i)), shard.tensor});
+      plan.refs.emplace_back(key, static_cast<int>(i));
     }
   }
   return plan;

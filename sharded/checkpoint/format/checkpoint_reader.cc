@@ -89,9 +89,17 @@ CheckpointReader CheckpointReader::OpenForeign(const std::string& dir, Storage& 
 }
 
 void CheckpointReader::IndexShardsByFile() {
+  // Consecutive shards mostly share a file: a map lookup only when it changes.
+  const std::string* last_name = nullptr;
+  std::vector<std::pair<const IndexTensor*, IndexShard*>>* last = nullptr;
   for (IndexTensor& t : index_->tensors) {
     for (IndexShard& s : t.shards) {
-      shards_by_file_[s.file].emplace_back(&t, &s);
+      if (last_name == nullptr || s.file != *last_name) {
+        auto it = shards_by_file_.try_emplace(s.file).first;
+        last_name = &it->first;
+        last = &it->second;
+      }
+      last->emplace_back(&t, &s);
       if (foreign_ != nullptr) foreign_shards_.emplace(&s, std::make_pair(&s, false));
     }
   }
@@ -180,13 +188,11 @@ std::map<std::string, std::string> CheckpointReader::ExpectedMetadata(const Inde
 std::string CheckpointReader::ExpectedHeader(const std::vector<std::pair<const IndexTensor*, IndexShard*>>& placed,
                                              const IndexFile& expected) const {
   const int64_t data_start = 8 + expected.header_bytes;
-  std::vector<SafetensorsEntry> entries;
-  entries.reserve(placed.size());
+  SafetensorsHeaderWriter writer(ExpectedMetadata(expected), placed.size());
   for (const auto& [tensor, shard] : placed) {
-    entries.push_back({shard->entry, DtypeName(tensor->dtype), shard->sizes, shard->begin - data_start,
-                       shard->end - data_start});
+    writer.Add(shard->entry, DtypeName(tensor->dtype), shard->sizes, shard->begin - data_start, shard->end - data_start);
   }
-  return EncodeSafetensorsHeader(entries, ExpectedMetadata(expected));
+  return std::move(writer).Finish();
 }
 
 absl::Status CheckpointReader::CheckFileMetadata(const std::map<std::string, std::string>& metadata,
@@ -204,8 +210,13 @@ absl::Status CheckpointReader::CheckFileMetadata(const std::map<std::string, std
 }
 
 absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& name, const std::string& key) {
+  // Consecutive calls mostly ask for the same file: one compare, no lookup.
+  if (last_file_ != nullptr && name == last_file_->first) return last_file_->second.get();
   auto it = files_.find(name);
-  if (it != files_.end()) return it->second.get();
+  if (it != files_.end()) {
+    last_file_ = &*it;
+    return it->second.get();
+  }
   const IndexFile* expected = index_->FindFile(name);
   const std::string prefix = key.empty() ? "" : absl::StrCat("key ", Quote(key), ": ");
   if (expected == nullptr) {
@@ -228,7 +239,7 @@ absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& na
   }
   auto owned = std::make_unique<File>(*std::move(file));
   const File* out = owned.get();
-  files_.emplace(name, std::move(owned));
+  last_file_ = &*files_.emplace(name, std::move(owned)).first;
   return out;
 }
 

@@ -111,6 +111,8 @@ class CheckpointReader {
   int64_t index_bytes_ = 0;
   int64_t header_bytes_read_ = 0;
   std::map<std::string, std::unique_ptr<File>> files_;
+  // The entry of files_ OpenDataFile returned last (map nodes stay put).
+  const std::pair<const std::string, std::unique_ptr<File>>* last_file_ = nullptr;
   // The shards the index places in each file.
   std::map<std::string, std::vector<std::pair<const IndexTensor*, IndexShard*>>> shards_by_file_;
   // A foreign format's shards (the index's, writable) and whether each is

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/dtype_names.h"
 #include "sharded/checkpoint/format/json_stream.h"
@@ -15,17 +17,23 @@ constexpr char kFormatName[] = "shardlight.checkpoint";
 
 }  // namespace
 
-std::string EncodeCrcHex(const std::vector<uint32_t>& crcs) {
+void AppendCrcHex(const std::vector<uint32_t>& crcs, std::string* out) {
   static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(crcs.size() * 8);
+  const size_t at = out->size();
+  out->resize(at + crcs.size() * 8);
+  char* p = out->data() + at;
   for (uint32_t c : crcs) {
-    for (int shift = 28; shift >= 0; shift -= 4) out.push_back(kHex[(c >> shift) & 0xF]);
+    for (int shift = 28; shift >= 0; shift -= 4) *p++ = kHex[(c >> shift) & 0xF];
   }
+}
+
+std::string EncodeCrcHex(const std::vector<uint32_t>& crcs) {
+  std::string out;
+  AppendCrcHex(crcs, &out);
   return out;
 }
 
-bool DecodeCrcHex(const std::string& hex, std::vector<uint32_t>* crcs) {
+bool DecodeCrcHex(absl::string_view hex, std::vector<uint32_t>* crcs) {
   if (hex.size() % 8 != 0) return false;
   crcs->clear();
   crcs->reserve(hex.size() / 8);
@@ -58,6 +66,45 @@ absl::Status BadKey(const std::string& index_name, const std::string& key, const
   return Bad(index_name, absl::StrCat("key ", Quote(key), ": ", what));
 }
 
+// Whether the shards of `t` (of `total` elements, each shard's dims as
+// many as the tensor's) certainly tile it: in bounds, pairwise disjoint and
+// as many elements as the tensor. A quick yes for a few shards, checked in
+// place; false means "not sure": ShardedTensorMetadata::Validate then
+// decides, and says what is wrong.
+bool SurelyTiles(const IndexTensor& t, int64_t total) {
+  constexpr size_t kFewShards = 8;
+  constexpr size_t kFewDims = 8;  // within what Validate accepts
+  const size_t dims = t.shape.size();
+  if (t.shards.empty() || t.shards.size() > kFewShards || dims > kFewDims) return false;
+  int64_t covered = 0;
+  for (const IndexShard& s : t.shards) {
+    if (s.rank < 0 || s.offsets.size() != dims || s.sizes.size() != dims) return false;
+    for (size_t d = 0; d < dims; ++d) {
+      if (s.offsets[d] < 0 || s.sizes[d] < 0 || s.offsets[d] > t.shape[d] || s.sizes[d] > t.shape[d] - s.offsets[d]) {
+        return false;
+      }
+    }
+    const int64_t n = s.NumElements();  // in bounds: at most `total`
+    if (n > total - covered) return false;
+    covered += n;
+  }
+  if (covered != total) return false;
+  for (size_t i = 0; i < t.shards.size(); ++i) {
+    const IndexShard& a = t.shards[i];
+    if (a.NumElements() == 0) continue;
+    for (size_t j = i + 1; j < t.shards.size(); ++j) {
+      const IndexShard& b = t.shards[j];
+      if (b.NumElements() == 0) continue;
+      bool apart = false;
+      for (size_t d = 0; d < dims && !apart; ++d) {
+        apart = a.offsets[d] + a.sizes[d] <= b.offsets[d] || b.offsets[d] + b.sizes[d] <= a.offsets[d];
+      }
+      if (!apart) return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 ShardedTensorMetadata IndexTensor::Metadata() const {
@@ -81,6 +128,8 @@ const IndexFile* CheckpointIndex::FindFile(const std::string& name) const {
 void CheckpointIndex::Reindex() {
   tensor_index_.clear();
   file_index_.clear();
+  tensor_index_.reserve(tensors.size());
+  file_index_.reserve(files.size());
   for (size_t i = 0; i < tensors.size(); ++i) tensor_index_.emplace(tensors[i].key, i);
   for (size_t i = 0; i < files.size(); ++i) file_index_.emplace(files[i].name, i);
 }
@@ -143,8 +192,9 @@ std::string SerializeIndex(const CheckpointIndex& index) {
       AppendJsonString(&out, s.file);
       out += ",\"entry\":";
       AppendJsonString(&out, s.entry);
-      absl::StrAppend(&out, ",\"byte_range\":[", s.begin, ",", s.end, "],\"crc32c\":\"", EncodeCrcHex(s.block_crcs),
-                      "\"}");
+      absl::StrAppend(&out, ",\"byte_range\":[", s.begin, ",", s.end, "],\"crc32c\":\"");
+      AppendCrcHex(s.block_crcs, &out);
+      out += "\"}";
     }
     out += "]}";
   }
@@ -168,7 +218,9 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
                                           ", ", kMaxBlockBytes, "]"));
   }
   if (absl::Status s = ValidateRunRecord(index.run); !s.ok()) return Bad(display_name, std::string(s.message()));
-  std::unordered_map<std::string, const IndexFile*> files;
+  // Views into `index`, which outlives them: no key or name is copied.
+  absl::flat_hash_map<absl::string_view, const IndexFile*> files;
+  files.reserve(index.files.size());
   for (const IndexFile& f : index.files) {
     absl::Status s = ValidateFileName(f.name);
     if (!s.ok()) return Bad(display_name, std::string(s.message()));
@@ -182,17 +234,22 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
     }
   }
   struct Range {
-    const IndexFile* file;
+    size_t file;  // position in index.files
     int64_t begin, end;
     const std::string* key;
     size_t shard;
   };
-  std::vector<Range> ranges;
-  std::unordered_map<std::string, int> keys;
+  std::vector<Range> ranges;  // of the non-empty shards
+  size_t shards = 0;
+  for (const IndexTensor& t : index.tensors) shards += t.shards.size();
+  ranges.reserve(shards);
+  absl::flat_hash_set<absl::string_view> keys;
+  keys.reserve(index.tensors.size());
+  const IndexFile* last_file = nullptr;  // consecutive shards mostly share a file
   for (const IndexTensor& t : index.tensors) {
     absl::Status s = ValidateKey(t.key);
     if (!s.ok()) return Bad(display_name, std::string(s.message()));
-    if (!keys.emplace(t.key, 0).second) return BadKey(display_name, t.key, "listed twice");
+    if (!keys.insert(t.key).second) return BadKey(display_name, t.key, "listed twice");
     auto total = CheckedNumElements(t.shape);
     if (!total.ok()) return BadKey(display_name, t.key, std::string(total.status().message()));
     const int64_t elem = DtypeBytes(t.dtype);
@@ -200,47 +257,52 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
       return BadKey(display_name, t.key, absl::StrCat("dtype ", DtypeName(t.dtype), " cannot be sharded"));
     }
     if (!t.sharded) {
-      if (t.shards.size() != 1 || t.shards[0].offsets != std::vector<int64_t>(t.shape.size(), 0) ||
+      if (t.shards.size() != 1 || t.shards[0].offsets.size() != t.shape.size() ||
+          std::any_of(t.shards[0].offsets.begin(), t.shards[0].offsets.end(), [](int64_t o) { return o != 0; }) ||
           t.shards[0].sizes != t.shape) {
         return BadKey(display_name, t.key, "a dense tensor needs exactly one shard covering it");
       }
     }
     for (size_t k = 0; k < t.shards.size(); ++k) {
       const IndexShard& sh = t.shards[k];
-      const std::string what = absl::StrCat("shard ", k);
+      auto what = [k] { return absl::StrCat("shard ", k); };  // built only for an error
       if (sh.offsets.size() != t.shape.size() || sh.sizes.size() != t.shape.size()) {
-        return BadKey(display_name, t.key, absl::StrCat(what, " has the wrong number of dims for shape ",
+        return BadKey(display_name, t.key, absl::StrCat(what(), " has the wrong number of dims for shape ",
                                                         ShapeToString(t.shape)));
       }
       if (sh.rank >= index.world_size) {
-        return BadKey(display_name, t.key, absl::StrCat(what, " is on rank ", sh.rank, " >= world size ", index.world_size));
+        return BadKey(display_name, t.key, absl::StrCat(what(), " is on rank ", sh.rank, " >= world size ", index.world_size));
       }
-      auto it = files.find(sh.file);
-      if (it == files.end()) {
-        return BadKey(display_name, t.key, absl::StrCat(what, " names file ", Quote(sh.file), ", which is not in the file list"));
+      if (last_file == nullptr || sh.file != last_file->name) {
+        auto it = files.find(sh.file);
+        if (it == files.end()) {
+          return BadKey(display_name, t.key,
+                        absl::StrCat(what(), " names file ", Quote(sh.file), ", which is not in the file list"));
+        }
+        last_file = it->second;
       }
-      const IndexFile& f = *it->second;
+      const IndexFile& f = *last_file;
       auto n = CheckedNumElements(sh.sizes);
-      if (!n.ok()) return BadKey(display_name, t.key, absl::StrCat(what, ": ", n.status().message()));
-      if (*n > INT64_MAX / elem) return BadKey(display_name, t.key, absl::StrCat(what, " is too large"));
+      if (!n.ok()) return BadKey(display_name, t.key, absl::StrCat(what(), ": ", n.status().message()));
+      if (*n > INT64_MAX / elem) return BadKey(display_name, t.key, absl::StrCat(what(), " is too large"));
       const int64_t want = *n * elem;
       if (sh.begin < 8 + f.header_bytes || sh.begin > sh.end || sh.end > f.bytes) {
         return BadKey(display_name, t.key,
-                      absl::StrCat(what, " byte_range [", sh.begin, ", ", sh.end, ") is out of range for file ",
+                      absl::StrCat(what(), " byte_range [", sh.begin, ", ", sh.end, ") is out of range for file ",
                                    Quote(f.name), " (data in [", 8 + f.header_bytes, ", ", f.bytes, "))"));
       }
       if (sh.end - sh.begin != want) {
-        return BadKey(display_name, t.key, absl::StrCat(what, " byte_range holds ", sh.end - sh.begin, " bytes; sizes ",
+        return BadKey(display_name, t.key, absl::StrCat(what(), " byte_range holds ", sh.end - sh.begin, " bytes; sizes ",
                                                         ShapeToString(sh.sizes), " need ", want));
       }
       if (static_cast<int64_t>(sh.block_crcs.size()) != NumBlocks(want, index.block_bytes)) {
-        return BadKey(display_name, t.key, absl::StrCat(what, " has ", sh.block_crcs.size(), " checksums; its ", want,
+        return BadKey(display_name, t.key, absl::StrCat(what(), " has ", sh.block_crcs.size(), " checksums; its ", want,
                                                         " bytes need ", NumBlocks(want, index.block_bytes)));
       }
-      if (sh.entry.empty()) return BadKey(display_name, t.key, absl::StrCat(what, " has an empty entry name"));
-      if (want > 0) ranges.push_back({&f, sh.begin, sh.end, &t.key, k});
+      if (sh.entry.empty()) return BadKey(display_name, t.key, absl::StrCat(what(), " has an empty entry name"));
+      if (want > 0) ranges.push_back({static_cast<size_t>(&f - index.files.data()), sh.begin, sh.end, &t.key, k});
     }
-    if (t.sharded) {
+    if (t.sharded && !SurelyTiles(t, *total)) {
       ShardedTensorMetadata m = t.Metadata();
       s = m.Validate();
       if (!s.ok()) {
@@ -248,16 +310,38 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
       }
     }
   }
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) {
-    return a.file != b.file ? a.file->name < b.file->name : a.begin < b.begin;
-  });
-  for (size_t i = 1; i < ranges.size(); ++i) {
-    const Range& a = ranges[i - 1];
-    const Range& b = ranges[i];
-    if (a.file == b.file && a.end > b.begin) {
-      return BadKey(display_name, *b.key,
-                    absl::StrCat("shard ", b.shard, " bytes [", b.begin, ", ", b.end, ") overlap key ", Quote(*a.key),
-                                 " shard ", a.shard, " bytes [", a.begin, ", ", a.end, ") in file ", Quote(a.file->name)));
+  // Files by name, then each file's ranges by begin: grouped by file in
+  // linear time, and as a save lists a file's shards in byte order, a
+  // group is sorted only when it is not already.
+  std::vector<size_t> by_name(index.files.size());
+  for (size_t i = 0; i < by_name.size(); ++i) by_name[i] = i;
+  std::sort(by_name.begin(), by_name.end(),
+            [&](size_t a, size_t b) { return index.files[a].name < index.files[b].name; });
+  std::vector<size_t> group_begin(index.files.size() + 1, 0);  // by_name order
+  {
+    std::vector<size_t> position(index.files.size());  // of each file in by_name
+    for (size_t i = 0; i < by_name.size(); ++i) position[by_name[i]] = i;
+    for (const Range& r : ranges) ++group_begin[position[r.file] + 1];
+    for (size_t i = 1; i < group_begin.size(); ++i) group_begin[i] += group_begin[i - 1];
+    std::vector<size_t> fill(group_begin.begin(), group_begin.end() - 1);
+    std::vector<Range> grouped(ranges.size());
+    for (const Range& r : ranges) grouped[fill[position[r.file]]++] = r;
+    ranges.swap(grouped);
+  }
+  for (size_t i = 0; i < by_name.size(); ++i) {
+    const auto first = ranges.begin() + static_cast<ptrdiff_t>(group_begin[i]);
+    const auto last = ranges.begin() + static_cast<ptrdiff_t>(group_begin[i + 1]);
+    auto by_begin = [](const Range& a, const Range& b) { return a.begin < b.begin; };
+    if (!std::is_sorted(first, last, by_begin)) std::sort(first, last, by_begin);
+    for (auto it = first + (first == last ? 0 : 1); it < last; ++it) {
+      const Range& a = *(it - 1);
+      const Range& b = *it;
+      if (a.end > b.begin) {
+        return BadKey(display_name, *b.key,
+                      absl::StrCat("shard ", b.shard, " bytes [", b.begin, ", ", b.end, ") overlap key ", Quote(*a.key),
+                                   " shard ", a.shard, " bytes [", a.begin, ", ", a.end, ") in file ",
+                                   Quote(index.files[a.file].name)));
+      }
     }
   }
   return ValidateIndexNaming(index, display_name);

@@ -17,10 +17,11 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "sharded/box.h"
 #include "sharded/checkpoint/format/run_record.h"
 #include "sharded/shard_metadata.h"
@@ -83,8 +84,8 @@ struct CheckpointIndex {
   void Reindex();
 
  private:
-  std::unordered_map<std::string, size_t> tensor_index_;
-  std::unordered_map<std::string, size_t> file_index_;
+  absl::flat_hash_map<std::string, size_t> tensor_index_;
+  absl::flat_hash_map<std::string, size_t> file_index_;
 };
 
 // Number of checksum blocks of an entry of `bytes` bytes.
@@ -92,7 +93,8 @@ inline int64_t NumBlocks(int64_t bytes, int64_t block_bytes) { return (bytes + b
 
 // Checksums as the index spells them: 8 lowercase hex digits each.
 std::string EncodeCrcHex(const std::vector<uint32_t>& crcs);
-bool DecodeCrcHex(const std::string& hex, std::vector<uint32_t>* crcs);
+void AppendCrcHex(const std::vector<uint32_t>& crcs, std::string* out);
+bool DecodeCrcHex(absl::string_view hex, std::vector<uint32_t>* crcs);
 
 // The index's text, ending with its index_crc32c line (SealIndex).
 std::string SerializeIndex(const CheckpointIndex& index);

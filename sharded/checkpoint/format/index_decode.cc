@@ -3,8 +3,11 @@
 // hostile index costs memory in proportion to what it describes, not to its
 // text. The trailing index_crc32c member (FORMAT.md) is checked when present.
 #include <array>
+#include <cstring>
+#include <iterator>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/crc32c.h"
 #include "sharded/checkpoint/format/dtype_names.h"
@@ -81,10 +84,11 @@ absl::StatusOr<IndexFile> DecodeFile(JsonReader& r, size_t i) {
 // One shard of a tensor (`n` shards before it); the reader stands before
 // its '{'. A decoding error is returned as the record's error; the reader's
 // own failure stays in the reader.
-absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s) {
+// `range` is scratch space, reused from shard to shard.
+absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s, std::vector<int64_t>& range) {
   const std::string what = absl::StrCat("shard ", n);
   FieldChecks<7> checks;
-  std::vector<int64_t> range;
+  range.clear();
   std::string crcs;
   int64_t rank = 0;
   if (!r.BeginObject(/*kept=*/true)) return r.status();
@@ -123,9 +127,99 @@ absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s) {
   return absl::OkStatus();
 }
 
+// Reads a shard spelled exactly as SerializeIndex writes it, without the
+// reader's general machinery: fixed member order and punctuation, no
+// whitespace, integers of at most 18 digits without a leading zero, strings
+// of printable ASCII without escapes. What it accepts it decodes exactly as
+// DecodeShard would (every such text is valid JSON, free of duplicate keys
+// and of anything DecodeShard refuses); on anything else it gives up and
+// DecodeShard reads the shard, reporting what is wrong with it.
+class CanonicalShard {
+ public:
+  explicit CanonicalShard(absl::string_view text) : begin_(text.data()), p_(begin_), end_(begin_ + text.size()) {}
+
+  // The shard's bytes of the text when it is canonical and decodes into
+  // `s`; else 0 (`s` then holds garbage).
+  size_t Decode(IndexShard* s) {
+    int64_t rank = 0;
+    absl::string_view file, entry, crcs;
+    if (!Literal("{\"offsets\":") || !IntArray(&s->offsets) || !Literal(",\"sizes\":") || !IntArray(&s->sizes) ||
+        !Literal(",\"rank\":") || !Int(kMaxWorldSize, &rank) || !Literal(",\"file\":") || !String(&file) ||
+        !Literal(",\"entry\":") || !String(&entry) || !Literal(",\"byte_range\":[") || !Int(INT64_MAX, &s->begin) ||
+        !Literal(",") || !Int(INT64_MAX, &s->end) || !Literal("],\"crc32c\":") || !String(&crcs) || !Literal("}") ||
+        !DecodeCrcHex(crcs, &s->block_crcs)) {
+      return 0;
+    }
+    s->rank = static_cast<int>(rank);
+    s->file.assign(file.data(), file.size());
+    s->entry.assign(entry.data(), entry.size());
+    return static_cast<size_t>(p_ - begin_);
+  }
+
+ private:
+  static bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+  bool Literal(absl::string_view text) {
+    if (static_cast<size_t>(end_ - p_) < text.size() || std::memcmp(p_, text.data(), text.size()) != 0) return false;
+    p_ += text.size();
+    return true;
+  }
+  // A non-negative integer up to `max`, which a number's next byte ends.
+  bool Int(int64_t max, int64_t* out) {
+    const char* q = p_;
+    if (q == end_ || !IsDigit(*q)) return false;
+    int64_t v = 0;
+    if (*q == '0') {
+      ++q;
+    } else {
+      while (q < end_ && IsDigit(*q) && q - p_ < 18) v = v * 10 + (*q++ - '0');
+    }
+    if (q < end_ && (IsDigit(*q) || *q == '.' || *q == 'e' || *q == 'E')) return false;
+    if (v > max) return false;
+    p_ = q;
+    *out = v;
+    return true;
+  }
+  // "[]" or "[i,j,...]" with at most kMaxDims integers.
+  bool IntArray(std::vector<int64_t>* out) {
+    if (!Literal("[")) return false;
+    absl::InlinedVector<int64_t, 8> values;
+    if (!Literal("]")) {
+      do {
+        int64_t v;
+        if (values.size() == kMaxDims || !Int(INT64_MAX, &v)) return false;
+        values.push_back(v);
+      } while (Literal(","));
+      if (!Literal("]")) return false;
+    }
+    out->assign(values.begin(), values.end());
+    return true;
+  }
+  bool String(absl::string_view* out) {
+    if (!Literal("\"")) return false;
+    const char* q = p_;
+    while (q < end_ && *q >= 0x20 && *q <= 0x7e && *q != '"' && *q != '\\') ++q;
+    if (q == end_ || *q != '"') return false;
+    *out = absl::string_view(p_, static_cast<size_t>(q - p_));
+    p_ = q + 1;
+    return true;
+  }
+
+  const char* begin_;
+  const char* p_;
+  const char* end_;
+};
+
 // One element of "tensors"; the reader stands before its '{'. Errors wait
 // for the key, which may come after the shards.
-absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::string& index_name) {
+// Space DecodeTensor reuses from tensor to tensor.
+struct DecodeScratch {
+  std::vector<int64_t> range;      // a shard's byte_range
+  std::vector<IndexShard> shards;  // a tensor's, moved out in one allocation of the exact size
+};
+
+absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::string& index_name,
+                                         DecodeScratch& scratch) {
   IndexTensor tensor;
   FieldChecks<5> checks;  // key, kind, dtype, shape, shards
   std::string kind, dtype_name;
@@ -152,6 +246,8 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
       }
       shards_array = true;
       if (!r.BeginArray(/*kept=*/true)) break;
+      std::vector<IndexShard>& shards = scratch.shards;
+      shards.clear();
       while (r.NextElement()) {
         if (!r.Peek(&type)) break;
         if (type != Type::kObject) {
@@ -160,16 +256,24 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
           shard_not_object = true;
           continue;
         }
-        IndexShard shard;
-        absl::Status s = DecodeShard(r, tensor.shards.size(), &shard);
+        IndexShard& shard = shards.emplace_back();
+        if (const size_t n = CanonicalShard(r.Rest()).Decode(&shard); n > 0) {
+          r.Consume(n);
+          continue;
+        }
+        shard = IndexShard();
+        absl::Status s = DecodeShard(r, shards.size() - 1, &shard, scratch.range);
         if (!r.ok()) break;
-        if (s.ok()) {
-          tensor.shards.push_back(std::move(shard));
-        } else if (shard_error.empty()) {
-          shard_error = std::string(s.message());
+        if (!s.ok()) {
+          shards.pop_back();
+          if (shard_error.empty()) shard_error = std::string(s.message());
         }
       }
       if (!r.ok()) break;
+      tensor.shards.clear();  // (a repeated "shards" member fails in the reader)
+      tensor.shards.reserve(shards.size());
+      std::move(shards.begin(), shards.end(), std::back_inserter(tensor.shards));
+      shards.clear();
     } else if (!r.Skip(/*kept=*/false)) {
       break;
     }
@@ -258,7 +362,8 @@ std::string SealIndex(std::string unsealed) {
   unsealed.back() = ',';
   unsealed.push_back('\n');
   const std::string crc = EncodeCrcHex({Crc32c(unsealed.data(), unsealed.size())});
-  return absl::StrCat(unsealed, " \"", kIndexChecksumField, "\": \"", crc, "\"\n}\n");
+  absl::StrAppend(&unsealed, " \"", kIndexChecksumField, "\": \"", crc, "\"\n}\n");  // in place: no copy of the text
+  return unsealed;
 }
 
 std::string UnsealIndex(std::string sealed) {
@@ -288,6 +393,7 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
   absl::Status generation_ok = MissingField("", "generation");
   absl::Status block_ok = MissingField("", "checksum.block_bytes"), run_ok;
   int64_t version = 0, world = 0;
+  DecodeScratch scratch;
   bool root_object = false, files_array = false, tensors_array = false, run_array = true;
   bool file_not_object = false, tensor_not_object = false;
   Type type;
@@ -349,7 +455,7 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
               note(Bad(display_name, std::string(file.status().message())));
             }
           } else {
-            auto tensor = DecodeTensor(r, index.tensors.size(), display_name);
+            auto tensor = DecodeTensor(r, index.tensors.size(), display_name, scratch);
             if (!r.ok()) break;
             if (tensor.ok()) {
               index.tensors.push_back(*std::move(tensor));

@@ -1,5 +1,6 @@
 #include "sharded/checkpoint/format/json_fields.h"
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -73,7 +74,9 @@ absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::st
     if (!reader.Skip(/*kept=*/true)) return reader.status();
     return Invalid(what, field, -1, " is not an array");
   }
-  out->clear();
+  // Gathered inline and handed over in one allocation of the exact size: a
+  // push_back per element would allocate twice for a two-element array.
+  absl::InlinedVector<int64_t, 8> values;
   absl::Status first;  // the first bad element; the array is read to its end
   size_t n = 0;
   if (!reader.BeginArray(/*kept=*/true)) return reader.status();
@@ -85,10 +88,11 @@ absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::st
                          : (reader.Skip(/*kept=*/true) ? absl::OkStatus() : reader.status());
     if (!reader.ok()) return reader.status();
     if (!s.ok() && first.ok()) first = s;
-    if (s.ok() && n < max_length) out->push_back(v);
+    if (s.ok() && n < max_length) values.push_back(v);
     ++n;
   }
   if (!reader.ok()) return reader.status();
+  out->assign(values.begin(), values.end());
   if (n > max_length) {
     return Invalid(what, field, -1, absl::StrCat(" has ", n, " elements; at most ", max_length));
   }

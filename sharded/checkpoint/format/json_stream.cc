@@ -120,6 +120,12 @@ bool JsonReader::Fail(absl::string_view what) {
   return false;
 }
 
+absl::string_view JsonReader::Rest() {
+  if (!status_.ok()) return {};
+  SkipSpace();
+  return absl::string_view(p_, static_cast<size_t>(end_ - p_));
+}
+
 void JsonReader::SkipSpace() {
   while (p_ < end_ && (*p_ == ' ' || *p_ == '\n' || *p_ == '\r' || *p_ == '\t')) ++p_;
 }

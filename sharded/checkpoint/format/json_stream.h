@@ -90,6 +90,16 @@ class JsonReader {
   // Makes `what` the reader's error (if it has none) and returns false.
   bool Fail(absl::string_view what);
 
+  // A decoder's fast path for a value it expects in one exact spelling
+  // (what its own writer emits): the text from the next value on (empty on
+  // an error). When the decoder recognises a whole value at its start --
+  // checked at least as strictly as this reader would check it, and nothing
+  // this reader would refuse or read differently -- Consume(n) moves past
+  // its n bytes, as reading the value would; otherwise the decoder reads the
+  // value as usual.
+  absl::string_view Rest();
+  void Consume(size_t n) { p_ += n; }
+
  private:
   struct Frame {
     bool array = false;

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "sharded/checkpoint/format/dtype_names.h"
 #include "sharded/checkpoint/format/json_fields.h"
 #include "sharded/checkpoint/format/json_stream.h"
@@ -128,43 +127,54 @@ absl::StatusOr<int64_t> AssignDataOffsets(std::vector<SafetensorsEntry>& entries
   return pos;
 }
 
-std::string EncodeSafetensorsHeader(const std::vector<SafetensorsEntry>& entries,
-                                    const std::map<std::string, std::string>& metadata) {
+SafetensorsHeaderWriter::SafetensorsHeaderWriter(const std::map<std::string, std::string>& metadata,
+                                                 size_t entries)
+    : out_(8, '\0') {
   // Written out directly, one entry after another: an ordered_json object
   // finds each new key by a linear scan, which made a header of n entries
   // cost O(n^2). A load compares a file's header with this text
   // (CheckpointReader), so its spelling is part of that check's fast path.
-  std::string out(8, '\0');
-  std::string& json = out;
-  json.reserve(8 + 64 + entries.size() * 80);
-  json += "{";
-  bool first = true;
+  out_.reserve(8 + 64 + entries * 80);
+  out_ += "{";
   if (!metadata.empty()) {
-    json += "\"__metadata__\":{";
+    out_ += "\"__metadata__\":{";
     for (auto it = metadata.begin(); it != metadata.end(); ++it) {
-      if (it != metadata.begin()) json += ",";
-      AppendJsonString(&json, it->first);
-      json += ":";
-      AppendJsonString(&json, it->second);
+      if (it != metadata.begin()) out_ += ",";
+      AppendJsonString(&out_, it->first);
+      out_ += ":";
+      AppendJsonString(&out_, it->second);
     }
-    json += "}";
-    first = false;
+    out_ += "}";
+    first_ = false;
   }
-  for (const SafetensorsEntry& e : entries) {
-    if (!first) json += ",";
-    AppendJsonString(&json, e.name);
-    json += ":{\"dtype\":";
-    AppendJsonString(&json, e.dtype);
-    absl::StrAppend(&json, ",\"shape\":[", absl::StrJoin(e.shape, ","), "],\"data_offsets\":[", e.begin, ",", e.end,
-                    "]}");
-    first = false;
-  }
-  json += "}";
+}
+
+void SafetensorsHeaderWriter::Add(absl::string_view name, absl::string_view dtype, absl::Span<const int64_t> shape,
+                                  int64_t begin, int64_t end) {
+  if (!first_) out_ += ",";
+  first_ = false;
+  AppendJsonString(&out_, name);
+  out_ += ":{\"dtype\":";
+  AppendJsonString(&out_, dtype);
+  out_ += ",\"shape\":[";
+  for (size_t i = 0; i < shape.size(); ++i) absl::StrAppend(&out_, i ? "," : "", shape[i]);
+  absl::StrAppend(&out_, "],\"data_offsets\":[", begin, ",", end, "]}");
+}
+
+std::string SafetensorsHeaderWriter::Finish() && {
+  out_ += "}";
   // Spaces are valid JSON whitespace; they align the data to 8 bytes.
-  json.append((8 - json.size() % 8) % 8, ' ');
-  const uint64_t n = json.size() - 8;
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return out;
+  out_.append((8 - out_.size() % 8) % 8, ' ');
+  const uint64_t n = out_.size() - 8;
+  for (int i = 0; i < 8; ++i) out_[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return std::move(out_);
+}
+
+std::string EncodeSafetensorsHeader(const std::vector<SafetensorsEntry>& entries,
+                                    const std::map<std::string, std::string>& metadata) {
+  SafetensorsHeaderWriter writer(metadata, entries.size());
+  for (const SafetensorsEntry& e : entries) writer.Add(e.name, e.dtype, e.shape, e.begin, e.end);
+  return std::move(writer).Finish();
 }
 
 absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::string& json, int64_t data_bytes,

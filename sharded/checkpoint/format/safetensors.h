@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "sharded/checkpoint/storage/storage.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -50,6 +52,22 @@ absl::StatusOr<int64_t> AssignDataOffsets(std::vector<SafetensorsEntry>& entries
 // length prefix plus JSON, space-padded so the data starts 8-byte aligned.
 std::string EncodeSafetensorsHeader(const std::vector<SafetensorsEntry>& entries,
                                     const std::map<std::string, std::string>& metadata);
+
+// EncodeSafetensorsHeader one entry at a time, from views: for a caller
+// whose entries are not SafetensorsEntry values (a load spells the header it
+// expects straight from the index, without copying a name or a shape).
+class SafetensorsHeaderWriter {
+ public:
+  SafetensorsHeaderWriter(const std::map<std::string, std::string>& metadata, size_t entries);
+  void Add(absl::string_view name, absl::string_view dtype, absl::Span<const int64_t> shape, int64_t begin,
+           int64_t end);
+  // The header, as EncodeSafetensorsHeader writes it. Ends the writer.
+  std::string Finish() &&;
+
+ private:
+  std::string out_;
+  bool first_ = true;
+};
 
 // Reads the 8-byte header length N of `file` (size `file_size`) and checks
 // that N header bytes fit in the file; `display_name` names the file in
