@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Every dtype beyond the classic ten, both ways, against real torch 2.x:
+# real dcp.save at W = 1 and 2 (uint16/32/64, five float8 formats,
+# complex32/64/128; random bits with NaN/inf patterns and integer extremes;
+# DTensors of some, empty shards, a 0-d and an empty tensor) -> shardlight's
+# LoadCheckpoint at W' = 1..3, bit-equal to torch.save's reference; ckpt
+# import/verify/consolidate of it; and shardlight's DCP save of the same
+# tensors at W = 2 -> real dcp.load (plain, and DTensors at W' = 3) bit-equal.
+check="$1"; peer_save="$2"; save="$3"; peer_load="$4"; ckpt="$5"
+source "$(dirname "$0")/dcp_lib.sh" "$6" dcpd || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
+for w in 1 2; do
+  torchrun_py $w "$peer_save" "$tmp/dcp$w" "$tmp/ref$w.pt" >"$tmp/save$w.log" 2>&1 \
+    || { cat "$tmp/save$w.log"; fail "torchrun W=$w dcp.save of every dtype"; }
+  "$check" "$tmp/dcp$w" "$tmp/ref$w.pt" 1,2,3 - || fail "load of the W=$w every-dtype DCP checkpoint"
+done
+# The ckpt tool: inspect names the dtypes; import into shardlight's format.
+out=$("$ckpt" inspect "$tmp/dcp2") || fail "ckpt inspect: $out"
+for d in U16 U32 U64 F8_E4M3 F8_E5M2 F8_E4M3FNUZ F8_E5M2FNUZ F8_E8M0 C32 C64 C128; do
+  grep -qw "$d" <<<"$out" || fail "inspect does not list dtype $d: $out"
+done
+"$ckpt" --world_size=3 import "$tmp/dcp2" "$tmp/imported" >/dev/null || fail "ckpt import of the every-dtype DCP checkpoint"
+"$ckpt" verify "$tmp/imported" >/dev/null || fail "ckpt verify of the imported checkpoint"
+"$check" "$tmp/imported" "$tmp/ref2.pt" 2 - || fail "load of the imported every-dtype checkpoint"
+"$ckpt" consolidate "$tmp/imported" "$tmp/whole.safetensors" >/dev/null || fail "ckpt consolidate"
+"$LIBTORCH_PYTHON" - "$tmp/whole.safetensors" "$tmp/ref2.pt" <<'PY' || fail "the consolidated file differs from Python's tensors"
+import json, struct, sys, torch
+raw = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", raw[:8])[0]
+header = json.loads(raw[8:8 + n])
+ref = torch.load(sys.argv[2])
+names = {"U16": torch.uint16, "U32": torch.uint32, "U64": torch.uint64, "F8_E4M3": torch.float8_e4m3fn,
+         "F8_E5M2": torch.float8_e5m2, "F8_E4M3FNUZ": torch.float8_e4m3fnuz, "F8_E5M2FNUZ": torch.float8_e5m2fnuz,
+         "F8_E8M0": torch.float8_e8m0fnu, "C32": torch.complex32, "C64": torch.complex64, "C128": torch.complex128,
+         "F32": torch.float32}
+keys = [k for k in header if k != "__metadata__"]
+assert sorted(keys) == sorted(ref), (keys, list(ref))
+for k in keys:
+    e = header[k]
+    b, end = e["data_offsets"]
+    want = ref[k].contiguous()
+    assert names[e["dtype"]] == want.dtype and e["shape"] == list(want.shape), (k, e)
+    assert raw[8 + n + b:8 + n + end] == want.reshape(-1).view(torch.uint8).numpy().tobytes(), k
+print("consolidated: %d tensors bit-equal" % len(keys))
+PY
+# shardlight writes them as DCP; real dcp.load reads them back.
+out=$("$save" --from "$tmp/ref2.pt" 2 "$tmp/ours") || fail "shardlight DCP save of every dtype: $out"
+"$LIBTORCH_PYTHON" "$peer_load" plain "$tmp/ours" "$tmp/ref2.pt" || fail "dcp.load (plain) of shardlight's every-dtype save"
+torchrun_py 3 "$peer_load" dtensor "$tmp/ours" "$tmp/ref2.pt" >"$tmp/load3.log" 2>&1 \
+  || { cat "$tmp/load3.log"; fail "dcp.load into DTensors at W'=3 of shardlight's every-dtype save"; }
+echo "PASS"
