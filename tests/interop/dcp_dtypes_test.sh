@@ -4,7 +4,7 @@
 # complex32/64/128; random bits with NaN/inf patterns and integer extremes;
 # DTensors of some, empty shards, a 0-d and an empty tensor) -> shardlight's
 # LoadCheckpoint at W' = 1..3, bit-equal to torch.save's reference; ckpt
-# import/verify/consolidate of it; and shardlight's DCP save of the same
+# inspect/import/verify/diff/consolidate of it; and shardlight's DCP save of the same
 # tensors at W = 2 -> real dcp.load (plain, and DTensors at W' = 3) bit-equal.
 check="$1"; peer_save="$2"; save="$3"; peer_load="$4"; ckpt="$5"
 source "$(dirname "$0")/dcp_lib.sh" "$6" dcpd || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
@@ -21,6 +21,11 @@ done
 "$ckpt" --world_size=3 import "$tmp/dcp2" "$tmp/imported" >/dev/null || fail "ckpt import of the every-dtype DCP checkpoint"
 "$ckpt" verify "$tmp/imported" >/dev/null || fail "ckpt verify of the imported checkpoint"
 "$check" "$tmp/imported" "$tmp/ref2.pt" 2 - || fail "load of the imported every-dtype checkpoint"
+out=$("$ckpt" diff "$tmp/dcp2" "$tmp/imported") || fail "ckpt diff of the DCP checkpoint and its import: $out"
+out=$("$ckpt" diff "$tmp/dcp1" "$tmp/imported" 2>&1); [ $? = 1 ] || fail "ckpt diff of two saves with different bits: $out"
+for k in uint16 float8_e8m0fnu complex32 complex128 channels_last; do
+  grep -q "^DIFFER  $k: max abs" <<<"$out" || fail "ckpt diff does not measure how $k differs: $out"
+done
 "$ckpt" consolidate "$tmp/imported" "$tmp/whole.safetensors" >/dev/null || fail "ckpt consolidate"
 "$LIBTORCH_PYTHON" - "$tmp/whole.safetensors" "$tmp/ref2.pt" <<'PY' || fail "the consolidated file differs from Python's tensors"
 import json, struct, sys, torch

@@ -61,7 +61,7 @@ def main():
     dist.init_process_group("gloo")
     world, rank = dist.get_world_size(), dist.get_rank()
     mesh = init_device_mesh("cpu", (world,))
-    g = torch.Generator().manual_seed(20261202)
+    g = torch.Generator().manual_seed(20261202 + world)  # other bits at each W
     full, sd = {}, {}
     for i, dtype in enumerate(DTYPES):
         name = str(dtype).replace("torch.", "")
