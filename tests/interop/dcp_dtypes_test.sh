@@ -4,7 +4,8 @@
 # complex32/64/128; random bits with NaN/inf patterns and integer extremes;
 # DTensors of some, empty shards, a 0-d and an empty tensor) -> shardlight's
 # LoadCheckpoint at W' = 1..3, bit-equal to torch.save's reference; ckpt
-# inspect/import/verify/diff/consolidate of it; and shardlight's DCP save of the same
+# inspect/import/verify/diff/consolidate/export of it (real torch.load reads
+# the export); and shardlight's DCP save of the same
 # tensors at W = 2 -> real dcp.load (plain, and DTensors at W' = 3) bit-equal.
 check="$1"; peer_save="$2"; save="$3"; peer_load="$4"; ckpt="$5"
 source "$(dirname "$0")/dcp_lib.sh" "$6" dcpd || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
@@ -46,6 +47,18 @@ for k in keys:
     assert names[e["dtype"]] == want.dtype and e["shape"] == list(want.shape), (k, e)
     assert raw[8 + n + b:8 + n + end] == want.reshape(-1).view(torch.uint8).numpy().tobytes(), k
 print("consolidated: %d tensors bit-equal" % len(keys))
+PY
+# ckpt export: a torch.save file (v3 over UntypedStorage for the newer dtypes) that real torch.load reads.
+"$ckpt" export "$tmp/dcp2" "$tmp/exported.pt" >/dev/null || fail "ckpt export of the every-dtype DCP checkpoint"
+"$LIBTORCH_PYTHON" - "$tmp/exported.pt" "$tmp/ref2.pt" <<'PY' || fail "the exported file differs from Python's tensors"
+import sys, torch
+got, want = torch.load(sys.argv[1], weights_only=True), torch.load(sys.argv[2])
+assert sorted(got) == sorted(want), (list(got), list(want))
+for k in want:
+    g, w = got[k], want[k].contiguous()
+    assert g.dtype == w.dtype and g.shape == w.shape, k
+    assert g.reshape(-1).view(torch.uint8).equal(w.reshape(-1).view(torch.uint8)), k
+print("exported: %d tensors bit-equal" % len(want))
 PY
 # shardlight writes them as DCP; real dcp.load reads them back.
 out=$("$save" --from "$tmp/ref2.pt" 2 "$tmp/ours") || fail "shardlight DCP save of every dtype: $out"
