@@ -14,6 +14,7 @@
 
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/interop/pytorch/torch_file.h"
+#include "sharded/dtype_table.h"
 #include "sharded/factories.h"
 #include "sharded/state_dict.h"
 #include "simulate/core/simulated_cluster.h"
@@ -26,8 +27,10 @@ using ::testing::HasSubstr;
 
 const char kFixture[] = "sharded/checkpoint/interop/dcp/testdata/w4";
 
-std::vector<std::pair<std::string, at::Tensor>> Reference() {
-  auto file = pytorch::TorchFile::Open(std::string(kFixture) + "/reference.pt");
+const char kDtypesFixture[] = "sharded/checkpoint/interop/dcp/testdata/dtypes_w2";
+
+std::vector<std::pair<std::string, at::Tensor>> Reference(const std::string& fixture = kFixture) {
+  auto file = pytorch::TorchFile::Open(fixture + "/reference.pt");
   EXPECT_TRUE(file.ok()) << file.status();
   auto sel = pytorch::SelectEntries((*file)->graph(), {});
   EXPECT_TRUE(sel.ok()) << sel.status();
@@ -97,8 +100,8 @@ TEST(DcpCheckpointTest, MetadataListsEveryKeyInSaveOrder) {
 
 // Loads at W' ranks, sharded where a ShardedTensor can hold the dtype, and
 // checks every tensor against Python's.
-void LoadAndCheck(const std::string& dir, int world) {
-  const auto ref = Reference();
+void LoadAndCheck(const std::string& dir, int world, const std::string& fixture = kFixture) {
+  const auto ref = Reference(fixture);
   simulate::SimulatedCluster cluster(world);
   absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
     StateDict fill;
@@ -127,6 +130,36 @@ void LoadAndCheck(const std::string& dir, int world) {
 
 TEST(DcpCheckpointTest, LoadsAtOtherWorldSizesBitEqual) {
   for (int world : {1, 2, 3, 5}) LoadAndCheck(kFixture, world);
+}
+
+// Every dtype real torch 2.x's DCP wrote, strided payloads included: bit-equal
+// where this LibTorch has the dtypes; else every rank fails naming the key
+// and the dtype, and no destination changes.
+TEST(DcpCheckpointTest, EveryDtypeTorchWroteLoadsOrIsRefusedByName) {
+  const std::string why = UnavailableDtypeMessage("uint16");  // the first key .metadata lists
+  if (why.empty()) {
+    for (int world : {1, 3}) LoadAndCheck(kDtypesFixture, world, kDtypesFixture);
+    return;
+  }
+  simulate::SimulatedCluster cluster(2);
+  std::vector<absl::Status> got(2);
+  absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
+    StateDict fill;
+    at::Tensor f32 = at::full({9, 5}, 7.0);
+    (void)fill.Insert("float32", f32);
+    LoadOptions options;
+    options.keys = {"float32"};
+    options.strict = false;
+    got[ctx.rank] = LoadCheckpoint(fill, kDtypesFixture, *ctx.pg, options);
+    if (!at::equal(f32, at::full({9, 5}, 7.0))) return absl::InternalError("the destination changed");
+    return absl::OkStatus();
+  });
+  ASSERT_TRUE(s.ok()) << s;
+  for (const absl::Status& r : got) {
+    EXPECT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.message()), HasSubstr("key 'uint16'"));
+    EXPECT_THAT(std::string(r.message()), HasSubstr(why));
+  }
 }
 
 absl::Status LoadStatus(const std::string& dir) {
