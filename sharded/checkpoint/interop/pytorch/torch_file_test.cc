@@ -146,6 +146,16 @@ TEST(TorchFile, EveryExportedDtypeComesBack) {
   }
 }
 
+// Each bad input: the error names the problem and OUT never appears.
+void ExpectRefused(const std::string& in, const std::string& needle, ImportOptions options = {}) {
+  const std::string out = Tmp("never");
+  auto r = ImportTorchFile(in, out, options);
+  EXPECT_FALSE(r.ok()) << in;
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr(needle)) << in;
+  EXPECT_FALSE(PathExists(out)) << in;
+  EXPECT_FALSE(PathExists(out + ".tmp-import-" + std::to_string(::getpid()))) << in;
+}
+
 // A torch.save of a dtype this LibTorch lacks (1.13: float8, uint16..64):
 // refused naming the key, the dtype and the release that has it.
 TEST(TorchFile, DtypesThisLibTorchLacksAreRefusedByName) {
@@ -181,18 +191,6 @@ TEST(TorchFile, DtypesThisLibTorchLacksAreRefusedByName) {
   const std::string in = Tmp("float8.pt");
   WriteZip(in, p.Finish(), {{"data/0", std::string(4, '\x38')}});
   ExpectRefused(in, why);
-}
-
-void ExpectRefused(const std::string& in, const std::string& needle, ImportOptions options = {});
-
-// Each bad input: the error names the problem and OUT never appears.
-void ExpectRefused(const std::string& in, const std::string& needle, ImportOptions options) {
-  const std::string out = Tmp("never");
-  auto r = ImportTorchFile(in, out, options);
-  EXPECT_FALSE(r.ok()) << in;
-  EXPECT_THAT(std::string(r.status().message()), HasSubstr(needle)) << in;
-  EXPECT_FALSE(PathExists(out)) << in;
-  EXPECT_FALSE(PathExists(out + ".tmp-import-" + std::to_string(::getpid()))) << in;
 }
 
 TEST(TorchFile, BadInputIsRefusedAndWritesNothing) {
