@@ -132,6 +132,27 @@ TEST(DcpCheckpointTest, LoadsAtOtherWorldSizesBitEqual) {
   for (int world : {1, 2, 3, 5}) LoadAndCheck(kFixture, world);
 }
 
+// Each of 2 ranks loads `key` alone into a float32 tensor of `sizes` full of
+// 7s: every rank's status (the test fails if a destination changed).
+std::vector<absl::Status> LoadOfOneKeyOnTwoRanks(const std::string& dir, const std::string& key,
+                                                 const std::vector<int64_t>& sizes) {
+  simulate::SimulatedCluster cluster(2);
+  std::vector<absl::Status> got(2);
+  absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
+    StateDict fill;
+    at::Tensor t = at::full(sizes, 7.0);
+    (void)fill.Insert(key, t);
+    LoadOptions options;
+    options.keys = {key};
+    options.strict = false;
+    got[ctx.rank] = LoadCheckpoint(fill, dir, *ctx.pg, options);
+    if (!at::equal(t, at::full(sizes, 7.0))) return absl::InternalError("the destination changed");
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  return got;
+}
+
 // Every dtype real torch 2.x's DCP wrote, strided payloads included: bit-equal
 // where this LibTorch has the dtypes; else every rank fails naming the key
 // and the dtype, and no destination changes.
@@ -141,21 +162,7 @@ TEST(DcpCheckpointTest, EveryDtypeTorchWroteLoadsOrIsRefusedByName) {
     for (int world : {1, 3}) LoadAndCheck(kDtypesFixture, world, kDtypesFixture);
     return;
   }
-  simulate::SimulatedCluster cluster(2);
-  std::vector<absl::Status> got(2);
-  absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
-    StateDict fill;
-    at::Tensor f32 = at::full({9, 5}, 7.0);
-    (void)fill.Insert("float32", f32);
-    LoadOptions options;
-    options.keys = {"float32"};
-    options.strict = false;
-    got[ctx.rank] = LoadCheckpoint(fill, kDtypesFixture, *ctx.pg, options);
-    if (!at::equal(f32, at::full({9, 5}, 7.0))) return absl::InternalError("the destination changed");
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(s.ok()) << s;
-  for (const absl::Status& r : got) {
+  for (const absl::Status& r : LoadOfOneKeyOnTwoRanks(kDtypesFixture, "float32", {9, 5})) {
     EXPECT_FALSE(r.ok());
     EXPECT_THAT(std::string(r.message()), HasSubstr("key 'uint16'"));
     EXPECT_THAT(std::string(r.message()), HasSubstr(why));
@@ -285,21 +292,7 @@ TEST(DcpCheckpointTest, ALoadLocatesOnlyThePayloadsOfTheKeysItReads) {
 TEST(DcpCheckpointTest, LoadOfADamagedCheckpointFailsOnEveryRankAndWritesNothing) {
   const std::string dir = Copy();
   fs::remove(dir + "/__2_0.distcp");
-  simulate::SimulatedCluster cluster(2);
-  std::vector<absl::Status> got(2);
-  absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
-    StateDict fill;
-    at::Tensor emb = at::full({37, 8}, 7.0);
-    (void)fill.Insert("emb.weight", emb);
-    LoadOptions options;
-    options.keys = {"emb.weight"};
-    options.strict = false;
-    got[ctx.rank] = LoadCheckpoint(fill, dir, *ctx.pg, options);
-    if (!at::equal(emb, at::full({37, 8}, 7.0))) return absl::InternalError("the destination changed");
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(s.ok()) << s;
-  for (const absl::Status& r : got) {
+  for (const absl::Status& r : LoadOfOneKeyOnTwoRanks(dir, "emb.weight", {37, 8})) {
     EXPECT_EQ(r.code(), absl::StatusCode::kNotFound) << r;
     EXPECT_THAT(std::string(r.message()), HasSubstr("__2_0.distcp"));
   }
