@@ -45,7 +45,8 @@ struct Located {
 Located Locate(const std::string& archive) {
   static int n = 0;
   InMemoryStorage storage;
-  const std::string path = "/p" + std::to_string(n++);
+  EXPECT_TRUE(storage.MakeDirectories("/m").ok());
+  const std::string path = "/m/p" + std::to_string(n++);
   auto file = File::CreateNew(storage, path);
   EXPECT_TRUE(file.ok());
   EXPECT_TRUE(file->WriteAt(archive.data(), static_cast<int64_t>(archive.size()), 0).ok());
