@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sharded/dtype_table.h"
 
 namespace shardlight::sharded {
 namespace {
@@ -96,18 +97,7 @@ std::string ShardMetadata::ToString() const {
                       placement.ToString());
 }
 
-bool IsSupportedDtype(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::ScalarType::Float:
-    case c10::ScalarType::Double:
-    case c10::ScalarType::BFloat16:
-    case c10::ScalarType::Long:
-    case c10::ScalarType::Bool:
-      return true;
-    default:
-      return false;
-  }
-}
+bool IsSupportedDtype(c10::ScalarType dtype) { return FindDtype(dtype) != nullptr; }
 
 int64_t ShardedTensorMetadata::NumElements() const {
   int64_t n = 1;
@@ -140,7 +130,7 @@ absl::Status ShardedTensorMetadata::Validate() const {
   if (!IsSupportedDtype(properties.dtype)) {
     return absl::InvalidArgumentError(
         absl::StrCat("dtype ", c10::toString(properties.dtype),
-                     " is not supported (float32, float64, bfloat16, int64, bool)"));
+                     " is not supported (not in sharded/dtype_table.h: quantized and bit dtypes are not)"));
   }
   if (shards.empty()) return absl::InvalidArgumentError("sharded tensor has no shards");
   std::vector<int> nonempty;

@@ -53,7 +53,9 @@ struct TensorProperties {
   }
 };
 
-// The dtypes a ShardedTensor may hold: float32/float64/bfloat16/int64/bool.
+// The dtypes a ShardedTensor may hold: every dtype of KnownDtypes()
+// (dtype_table.h). Its data moves between ranks as bytes, so no collective
+// restricts them.
 bool IsSupportedDtype(c10::ScalarType dtype);
 
 struct ShardedTensorMetadata {

@@ -66,7 +66,7 @@ TEST(ShardMetadataTest, GapIsReported) {
 TEST(ShardMetadataTest, OtherTensorLevelErrors) {
   EXPECT_THAT(Error(M({4}, {})), HasSubstr("no shards"));
   ShardedTensorMetadata m = M({4}, {S({0}, {4}, 0)});
-  m.properties.dtype = c10::ScalarType::ComplexFloat;
+  m.properties.dtype = c10::ScalarType::QInt8;
   EXPECT_THAT(Error(m), HasSubstr("not supported"));
   EXPECT_THAT(Error(M({INT64_MAX, 4}, {S({0, 0}, {1, 1}, 0)})), HasSubstr("overflows int64"));
 }

@@ -1,7 +1,8 @@
 // A whole torch.save file (issue 26): the zip container (our ZipReader, its
 // directory and every record, stored or deflated), data.pkl, the selection
 // and every selected tensor. Properties: an opened file's records lie inside
-// it; a tensor that is built has the dtype of its storage and lies inside it;
+// it; a tensor that is built has the dtype its pickle names (its storage's,
+// or _rebuild_tensor_v3's over an UntypedStorage) and lies inside it;
 // no read allocates more than its record declares (the rss limit and ASan
 // catch the rest).
 #include <string>
@@ -31,10 +32,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     auto tensor = (*file)->Tensor(t.node, t.key);
     if (!tensor.ok()) continue;
     const PickleStorage s = (*file)->graph().storage((*file)->graph().tensor(t.node).storage);
-    FUZZ_CHECK(tensor->scalar_type() == s.dtype);
+    FUZZ_CHECK(tensor->scalar_type() == (*file)->graph().tensor(t.node).dtype);
     FUZZ_CHECK(tensor->storage().nbytes() == static_cast<size_t>(s.numel) * c10::elementSize(s.dtype));
     FUZZ_CHECK(tensor->storage().nbytes() <= size * 1032 + 1024);  // never more than deflate can produce
-    if (tensor->numel() > 0 && tensor->numel() <= (1 << 20)) tensor->sum();  // every element readable (ASan)
+    // Every element readable (ASan): a copy, which every dtype has (sum does not).
+    if (tensor->numel() > 0 && tensor->numel() <= (1 << 20)) tensor->contiguous().clone();
   }
   return 0;
 }

@@ -24,6 +24,59 @@ def chunk_keys(md, fqn):
     return [k for k in md.storage_data if k.fqn == fqn]
 
 
+class _Storage:
+    """Pickled as torch.save's persistent storage id (see StridedPayload)."""
+
+    def __init__(self, numel):
+        self.numel = numel
+
+
+class _StridedTensor:
+    """Pickles as torch.save's _rebuild_tensor_v2 of a float32 storage with
+    the given offset, sizes and strides, whatever they are."""
+
+    def __init__(self, numel, offset, sizes, strides):
+        self.args = (_Storage(numel), offset, tuple(sizes), tuple(strides))
+
+    def __reduce__(self):
+        import collections
+        return (torch._utils._rebuild_tensor_v2, self.args + (False, collections.OrderedDict()))
+
+
+class _PayloadPickler(pickle.Pickler):
+    def persistent_id(self, obj):
+        if isinstance(obj, _Storage):
+            return ("storage", torch.FloatStorage, "0", "cpu", obj.numel)
+        return None
+
+
+def replace_payload(d, md, fqn, index, offset, sizes, strides):
+    """Appends to the chunk's .distcp file a torch.save archive whose tensor
+    has the given layout over a storage of the chunk's elements, and points
+    the chunk's storage_data at it."""
+    import io
+    import zipfile
+    k = chunk_keys(md, fqn)[index]
+    chunk = [c for c in md.state_dict_metadata[fqn].chunks if list(c.offsets) == list(k.offset)][0]
+    numel = 1
+    for n in chunk.sizes:
+        numel *= n
+    pkl = io.BytesIO()
+    _PayloadPickler(pkl, protocol=2).dump(_StridedTensor(numel, offset, sizes, strides))
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("archive/data.pkl", pkl.getvalue())
+        z.writestr("archive/byteorder", "little")
+        z.writestr("archive/data/0", bytes(4 * numel))
+        z.writestr("archive/version", "3\n")
+    info = md.storage_data[k]
+    path = os.path.join(d, info.relative_path)
+    info.offset = os.path.getsize(path)
+    info.length = len(archive.getvalue())
+    with open(path, "ab") as f:
+        f.write(archive.getvalue())
+
+
 class Evil:
     def __reduce__(self):
         return (os.system, ("touch /tmp/dcp_damage_pwned",))
@@ -76,6 +129,17 @@ def main():
     elif case == "transform":  # a payload stored through an extension
         k = chunk_keys(md, "emb.weight")[0]
         md.storage_data[k].transform_descriptors = ["stream_zstd"]
+    # Hostile strides in chunk 0 of emb.weight (10 x 8 rows of float32).
+    elif case == "stride_negative":
+        replace_payload(d, md, "emb.weight", 0, 79, [10, 8], [8, -1])
+    elif case == "stride_zero":  # an expanded view: every row the same 8 elements
+        replace_payload(d, md, "emb.weight", 0, 0, [10, 8], [0, 1])
+    elif case == "stride_overlap":  # rows that share elements
+        replace_payload(d, md, "emb.weight", 0, 0, [10, 8], [4, 1])
+    elif case == "stride_past_storage":  # a dense layout that starts too late
+        replace_payload(d, md, "emb.weight", 0, 5, [10, 8], [8, 1])
+    elif case == "stride_overflow":  # extents no int64 holds
+        replace_payload(d, md, "emb.weight", 0, 0, [10, 8], [2**62, 2**61])
     else:
         raise SystemExit("unknown case " + case)
     store(d, md)

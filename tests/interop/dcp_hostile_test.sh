@@ -40,6 +40,11 @@ missing verify __2_0.distcp
 truncated verify __1_0.distcp
 metadata_truncated inspect,verify .metadata
 transform inspect,verify stream_zstd
+stride_negative verify negative stride
+stride_zero verify zero stride
+stride_overlap verify not a dense layout
+stride_past_storage verify overrun its storage
+stride_overflow verify not a dense layout
 CASES
 [ -e /tmp/dcp_damage_pwned ] && fail "a class in .metadata was run"
 echo "PASS"

@@ -11,6 +11,7 @@
 #include "absl/strings/numbers.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/interop/dcp/dcp_writer.h"
+#include "sharded/checkpoint/interop/pytorch/torch_file.h"
 #include "sharded/factories.h"
 #include "sharded/state_dict.h"
 #include "sharded/status_macros.h"
@@ -43,10 +44,60 @@ absl::StatusOr<sh::StateDict> MakeDict(int world, const sh::ProcessGroupPtr& pg,
   return d;
 }
 
+// The tensors of `path` (a torch.save file), in its order.
+absl::StatusOr<std::vector<std::pair<std::string, at::Tensor>>> ReadTorchFile(const std::string& path) {
+  SL_ASSIGN_OR_RETURN(auto file, cp::pytorch::TorchFile::Open(path));
+  SL_ASSIGN_OR_RETURN(const cp::pytorch::Selection sel, cp::pytorch::SelectEntries(file->graph(), {}));
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& t : sel.tensors) {
+    SL_ASSIGN_OR_RETURN(at::Tensor v, file->Tensor(t.node, t.key));
+    out.emplace_back(t.key, v.contiguous());
+  }
+  return out;
+}
+
+int SaveFrom(const std::string& reference, int world, const std::string& dir) {
+  auto tensors = ReadTorchFile(reference);
+  if (!tensors.ok()) {
+    std::cerr << "dcp_save_check: " << reference << ": " << tensors.status() << "\n";
+    return 1;
+  }
+  shardlight::simulate::SimulatedCluster cluster(world);
+  absl::Status s = cluster.Run([&](shardlight::simulate::RankContext& ctx) -> absl::Status {
+    sh::StateDict d;
+    for (const auto& [key, full] : *tensors) {
+      if (full.dim() == 0) {
+        SL_RETURN_IF_ERROR(d.Insert(key, full));
+        continue;
+      }
+      SL_ASSIGN_OR_RETURN(sh::ShardedTensor st, sh::Zeros(sh::ChunkShardingSpec::OnRanks(0, world), full.sizes().vec(),
+                                                          {full.scalar_type(), false}, ctx.pg));
+      for (const sh::Shard& shard : st.local_shards()) {
+        shard.tensor.copy_(full.narrow(0, shard.metadata.offsets[0], shard.metadata.sizes[0]));
+      }
+      SL_RETURN_IF_ERROR(d.Insert(key, std::move(st)));
+    }
+    return cp::dcp::SaveDcpCheckpoint(d, dir, *ctx.pg);
+  });
+  if (!s.ok()) {
+    std::cerr << "dcp_save_check: " << s << "\n";
+    return 1;
+  }
+  std::cout << "dcp_save_check: saved " << tensors->size() << " tensors of " << reference << " at W=" << world << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   int world = 0;
+  if (argc == 5 && std::string(argv[1]) == "--from") {
+    if (!absl::SimpleAtoi(argv[3], &world) || world < 1) {
+      std::cerr << "usage: dcp_save_check --from REFERENCE.pt W DCP_DIR\n";
+      return 2;
+    }
+    return SaveFrom(argv[2], world, argv[4]);
+  }
   if (argc != 4 || !absl::SimpleAtoi(argv[1], &world) || world < 1) {
     std::cerr << "usage: dcp_save_check W DCP_DIR REFERENCE_DIR\n";
     return 2;

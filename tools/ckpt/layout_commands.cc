@@ -32,7 +32,8 @@ using sharded::checkpoint::EntryReader;
 using sharded::checkpoint::IndexTensor;
 
 
-// The largest |a - b| and |a - b| / max(|a|, |b|) over a pair of tiles.
+// The largest |a - b| and |a - b| / max(|a|, |b|) over a pair of tiles
+// (complex: over their real and imaginary parts).
 struct Difference {
   double max_abs = 0;
   double max_rel = 0;
@@ -41,8 +42,9 @@ struct Difference {
 
 void Accumulate(const at::Tensor& a, const at::Tensor& b, Difference* d) {
   d->differs = true;
-  const at::Tensor x = a.to(at::kDouble);
-  const at::Tensor y = b.to(at::kDouble);
+  // A complex tensor compares part by part (real, imaginary).
+  const at::Tensor x = (a.is_complex() ? at::view_as_real(a) : a).to(at::kDouble);
+  const at::Tensor y = (b.is_complex() ? at::view_as_real(b) : b).to(at::kDouble);
   const at::Tensor abs_diff = (x - y).abs();
   const at::Tensor scale = at::maximum(x.abs(), y.abs());
   const at::Tensor rel = at::where(scale > 0, abs_diff / scale, at::zeros_like(abs_diff));

@@ -279,6 +279,7 @@ EntrySource CheckpointReader::SourceOf(const IndexTensor& tensor, const IndexSha
   src.dtype = tensor.dtype;
   src.offsets = shard.offsets;
   src.sizes = shard.sizes;
+  src.dim_order = shard.dim_order;
   src.begin = shard.begin;
   src.block_bytes = index_->block_bytes;
   src.block_crcs = foreign_ != nullptr ? nullptr : &shard.block_crcs;

@@ -36,6 +36,43 @@ std::string Where(const EntrySource& src) {
   return absl::StrCat("data file ", Quote(src.file_name), ", entry ", Quote(src.entry_name));
 }
 
+// An entry stored over permuted dims, seen as the row-major entry it is:
+// every box and destination in its stored dim order.
+struct Permuted {
+  Permuted(const EntrySource& src, const std::vector<int64_t>& region_offsets,
+           const std::vector<int64_t>& region_sizes)
+      : source(src), source_order(src.dim_order.begin(), src.dim_order.end()) {
+    for (int64_t d : src.dim_order) {
+      offsets.push_back(src.offsets[d]);
+      sizes.push_back(src.sizes[d]);
+      region_at.push_back(region_offsets[d]);
+      region_size.push_back(region_sizes[d]);
+    }
+    source.offsets = offsets;
+    source.sizes = sizes;
+    source.dim_order = {};
+  }
+  std::vector<int64_t> Order(const std::vector<int64_t>& v) const {
+    std::vector<int64_t> out;
+    for (int64_t d : source_order) out.push_back(v[d]);
+    return out;
+  }
+  EntrySource source;
+  std::vector<int64_t> source_order;
+  std::vector<int64_t> offsets, sizes, region_at, region_size;
+};
+
+// Whether dim_order is a permutation of the entry's dims.
+bool IsPermutation(const EntrySource& src) {
+  std::vector<bool> seen(src.sizes.size(), false);
+  if (src.dim_order.size() != src.sizes.size()) return false;
+  for (int64_t d : src.dim_order) {
+    if (d < 0 || d >= static_cast<int64_t>(seen.size()) || seen[d]) return false;
+    seen[d] = true;
+  }
+  return true;
+}
+
 }  // namespace
 
 EntryReader::EntryReader(int64_t buffer_bytes, ReadStats* stats) : requested_bytes_(buffer_bytes), stats_(stats) {}
@@ -212,6 +249,12 @@ absl::Status EntryReader::Copy(const EntrySource& src, const at::Tensor& dst, co
       static_cast<size_t>(dst.dim()) != dims) {
     return absl::InternalError(absl::StrCat(Where(src), ": region has the wrong number of dims"));
   }
+  if (!src.dim_order.empty()) {
+    if (!IsPermutation(src)) return absl::InternalError(absl::StrCat(Where(src), ": dim_order is not a permutation"));
+    const Permuted p(src, region_offsets, region_sizes);
+    return Copy(p.source, dst.permute(c10::IntArrayRef(p.source_order)), p.Order(dst_offsets), p.region_at,
+                p.region_size);
+  }
   const c10::IntArrayRef dst_sizes = dst.sizes();
   for (size_t d = 0; d < dims; ++d) {
     const int64_t rel = region_offsets[d] - src.offsets[d];
@@ -258,6 +301,7 @@ char* EntryReader::WholeEntryDestination(const EntrySource& src, const at::Tenso
                                          const std::vector<int64_t>& region_offsets,
                                          const std::vector<int64_t>& region_sizes) {
   const size_t dims = src.sizes.size();
+  if (!src.dim_order.empty()) return nullptr;  // not one run of a row-major destination
   if (dst.scalar_type() != src.dtype || !dst.is_cpu() || !dst.is_contiguous() || static_cast<size_t>(dst.dim()) != dims ||
       region_offsets.size() != dims || region_sizes.size() != dims || dst_offsets.size() != dims) {
     return nullptr;
@@ -334,6 +378,11 @@ absl::Status EntryReader::Verify(const EntrySource& src, const std::vector<int64
   const size_t dims = src.sizes.size();
   if (region_offsets.size() != dims || region_sizes.size() != dims) {
     return absl::InternalError(absl::StrCat(Where(src), ": region has the wrong number of dims"));
+  }
+  if (!src.dim_order.empty()) {
+    if (!IsPermutation(src)) return absl::InternalError(absl::StrCat(Where(src), ": dim_order is not a permutation"));
+    const Permuted p(src, region_offsets, region_sizes);
+    return Verify(p.source, p.region_at, p.region_size);
   }
   std::vector<int64_t> rel(dims);
   for (size_t d = 0; d < dims; ++d) {

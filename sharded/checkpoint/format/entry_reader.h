@@ -2,7 +2,11 @@
 // against its block's CRC32C (and every BOOL byte against 0/1), with a
 // fixed-size buffer.
 //
-// An entry holds one box of a global tensor, row-major. To fill a region of a
+// An entry holds one box of a global tensor, row-major, or (a PyTorch DCP
+// item saved as a transposed or channels_last view) row-major over a
+// permutation of its dims, `dim_order`: such an entry is read as the
+// row-major box of the permuted dims into the permuted destination view, by
+// the same bounded walk (no temporary of the entry's size). To fill a region of a
 // destination tensor, the reader works out which bytes of the entry hold the
 // region and reads only the checksum blocks that cover them:
 // - when the region is one contiguous run in the entry and in a contiguous
@@ -49,6 +53,9 @@ struct EntrySource {
   c10::ScalarType dtype = c10::ScalarType::Float;
   absl::Span<const int64_t> offsets;  // the box the entry holds in the global tensor
   absl::Span<const int64_t> sizes;
+  // Empty: row-major. Else stored dim j is dim dim_order[j] of the box (a
+  // permutation; the outermost stored dim first).
+  absl::Span<const int64_t> dim_order;
   int64_t begin = 0;  // absolute byte offset of the entry in the file
   int64_t block_bytes = 0;
   // CRC32C of each block; null for an entry of a format without checksums

@@ -171,6 +171,65 @@ TEST(EntryReaderTest, RandomRegionsAreCopiedExactly) {
   }
 }
 
+// Entries stored row-major over permuted dims (DCP items of transposed and
+// channels_last tensors): regions in the box's own coordinates, empty ones
+// and uneven ones included, land exactly; Verify reads them too.
+TEST(EntryReaderTest, PermutedEntriesAreCopiedExactly) {
+  struct Case {
+    std::vector<int64_t> sizes, offsets, order;
+    c10::ScalarType dtype;
+  };
+  const Case cases[] = {
+      {{9, 7}, {3, 0}, {1, 0}, c10::ScalarType::Float},                    // w.t()
+      {{2, 3, 5, 4}, {0, 0, 0, 0}, {0, 2, 3, 1}, c10::ScalarType::Double},  // channels_last
+      {{5, 1, 6}, {1, 0, 2}, {1, 2, 0}, c10::ScalarType::ComplexFloat},     // a one-element dim
+      {{4, 0, 3}, {0, 0, 0}, {2, 0, 1}, c10::ScalarType::Short},            // empty
+  };
+  std::vector<at::Tensor> logical, stored;
+  std::vector<std::vector<int64_t>> offsets;
+  for (const Case& c : cases) {
+    logical.push_back(Reference(c.sizes, c.dtype, static_cast<uint32_t>(logical.size() + 40)));
+    stored.push_back(logical.back().permute(c.order).contiguous());
+    offsets.push_back(c.offsets);
+  }
+  Written w = WriteEntries("permuted.safetensors", stored, offsets);
+  std::mt19937_64 rng(5);
+  auto uniform = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+  EntryReader reader(5 * kBlock, nullptr);
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    EntrySource src = SourceOf(w, i);
+    src.sizes = cases[i].sizes;
+    src.dim_order = cases[i].order;
+    EXPECT_EQ(EntryReader::WholeEntryDestination(src, at::zeros(cases[i].sizes, logical[i].options()),
+                                                 cases[i].offsets, cases[i].offsets, cases[i].sizes),
+              nullptr);
+    const at::Tensor& t = logical[i];
+    for (int trial = 0; trial < 60; ++trial) {
+      std::vector<int64_t> off, size;
+      for (int64_t d = 0; d < t.dim(); ++d) {
+        const int64_t lo = t.size(d) == 0 ? 0 : uniform(0, t.size(d) - 1);
+        off.push_back(cases[i].offsets[d] + lo);
+        size.push_back(trial == 0 ? t.size(d) - lo : uniform(0, t.size(d) - lo));  // empty regions too
+      }
+      const int64_t last = t.dim() - 1;  // odd trials: a destination with its first and last dims swapped
+      at::Tensor dst = trial % 2 == 0 ? at::zeros(t.sizes(), t.options())
+                                      : at::zeros(t.sizes(), t.options()).transpose(0, last).contiguous().transpose(0, last);
+      absl::Status s = reader.Copy(src, dst, cases[i].offsets, off, size);
+      ASSERT_TRUE(s.ok()) << s;
+      at::Tensor expected = at::zeros(t.sizes(), t.options());
+      Region(expected, cases[i].offsets, off, size).copy_(Region(t, cases[i].offsets, off, size));
+      ASSERT_TRUE(BitEqual(dst, expected)) << "case " << i << " trial " << trial;
+      ASSERT_TRUE(reader.Verify(src, off, size).ok());
+    }
+  }
+  // A dim_order that is not a permutation is refused, not followed.
+  EntrySource bad = SourceOf(w, 0);
+  bad.sizes = cases[0].sizes;
+  const std::vector<int64_t> twice = {1, 1};
+  bad.dim_order = twice;
+  EXPECT_THAT(reader.Copy(bad, at::zeros({9, 7}), {3, 0}, {3, 0}, {9, 7}).message(), HasSubstr("not a permutation"));
+}
+
 TEST(EntryReaderTest, ContiguousRunsReadOnlyTheirBlocks) {
   at::Tensor t = Reference({100, 10}, c10::ScalarType::Float);  // 4000 bytes, 63 blocks of 64
   Written w = WriteEntries("runs.safetensors", {t}, {{0, 0}});

@@ -83,7 +83,11 @@ TEST(NamesTest, DtypeNamesAreSafetensorsSpellings) {
   EXPECT_EQ(DtypeName(c10::ScalarType::BFloat16), "BF16");
   EXPECT_EQ(DtypeName(c10::ScalarType::Long), "I64");
   EXPECT_EQ(DtypeName(c10::ScalarType::Bool), "BOOL");
-  EXPECT_EQ(DtypeName(c10::ScalarType::ComplexFloat), "");
+  EXPECT_EQ(DtypeName(c10::ScalarType::ComplexFloat), "C64");
+  EXPECT_EQ(DtypeName(c10::ScalarType::ComplexDouble), "C128");
+  EXPECT_EQ(DtypeName(c10::ScalarType::QInt8), "");
+  EXPECT_EQ(DtypeFromName("C64"), c10::ScalarType::ComplexFloat);
+  EXPECT_THAT(UnknownDtypeMessage("Q4"), HasSubstr("unknown dtype 'Q4'"));
   EXPECT_EQ(DtypeFromName("BF16"), c10::ScalarType::BFloat16);
   EXPECT_FALSE(DtypeFromName("f32").has_value());
   EXPECT_FALSE(DtypeFromName("Q4").has_value());

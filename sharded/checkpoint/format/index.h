@@ -53,6 +53,10 @@ struct IndexShard : Box {
   int64_t begin = 0;  // absolute byte range in the file
   int64_t end = 0;
   std::vector<uint32_t> block_crcs;  // CRC32C of each block_bytes block of [begin, end)
+  // Foreign formats only (a DCP item saved as a transposed or channels_last
+  // view): the bytes are row-major over these dims in this order (EntrySource).
+  // Empty: row-major, as this format always writes.
+  std::vector<int64_t> dim_order;
 };
 
 struct IndexTensor {

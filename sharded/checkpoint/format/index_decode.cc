@@ -290,7 +290,7 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
   if (!checks.seen[2]) return BadKey(index_name, tensor.key, "dtype is missing");
   if (!checks.status[2].ok()) return BadKey(index_name, tensor.key, std::string(checks.status[2].message()));
   const auto dtype = DtypeFromName(dtype_name);
-  if (!dtype) return BadKey(index_name, tensor.key, absl::StrCat("unknown dtype ", Quote(dtype_name)));
+  if (!dtype) return BadKey(index_name, tensor.key, UnknownDtypeMessage(dtype_name));
   tensor.dtype = *dtype;
   if (!checks.seen[3]) return BadKey(index_name, tensor.key, "shape is missing");
   if (!checks.status[3].ok()) return BadKey(index_name, tensor.key, std::string(checks.status[3].message()));

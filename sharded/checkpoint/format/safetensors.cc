@@ -25,7 +25,7 @@ absl::Status Bad(const std::string& file, const std::string& what) {
 absl::StatusOr<int64_t> EntryBytes(const std::string& dtype_name, const std::vector<int64_t>& shape,
                                    const std::string& what) {
   const auto dtype = DtypeFromName(dtype_name);
-  if (!dtype) return absl::InvalidArgumentError(absl::StrCat(what, " has unknown dtype ", Quote(dtype_name)));
+  if (!dtype) return absl::InvalidArgumentError(absl::StrCat(what, ": ", UnknownDtypeMessage(dtype_name)));
   auto n = CheckedNumElements(shape);
   if (!n.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", n.status().message()));
   const int64_t elem = DtypeBytes(*dtype);

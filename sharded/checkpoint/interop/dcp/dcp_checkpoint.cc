@@ -63,6 +63,7 @@ class DcpDataFiles : public ForeignDataFiles {
     }
     shard->begin = t.begin;
     shard->end = t.end;
+    shard->dim_order = t.dim_order;
     return absl::OkStatus();
   }
 

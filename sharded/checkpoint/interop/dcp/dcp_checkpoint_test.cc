@@ -14,6 +14,7 @@
 
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/interop/pytorch/torch_file.h"
+#include "sharded/dtype_table.h"
 #include "sharded/factories.h"
 #include "sharded/state_dict.h"
 #include "simulate/core/simulated_cluster.h"
@@ -26,8 +27,10 @@ using ::testing::HasSubstr;
 
 const char kFixture[] = "sharded/checkpoint/interop/dcp/testdata/w4";
 
-std::vector<std::pair<std::string, at::Tensor>> Reference() {
-  auto file = pytorch::TorchFile::Open(std::string(kFixture) + "/reference.pt");
+const char kDtypesFixture[] = "sharded/checkpoint/interop/dcp/testdata/dtypes_w2";
+
+std::vector<std::pair<std::string, at::Tensor>> Reference(const std::string& fixture = kFixture) {
+  auto file = pytorch::TorchFile::Open(fixture + "/reference.pt");
   EXPECT_TRUE(file.ok()) << file.status();
   auto sel = pytorch::SelectEntries((*file)->graph(), {});
   EXPECT_TRUE(sel.ok()) << sel.status();
@@ -97,8 +100,8 @@ TEST(DcpCheckpointTest, MetadataListsEveryKeyInSaveOrder) {
 
 // Loads at W' ranks, sharded where a ShardedTensor can hold the dtype, and
 // checks every tensor against Python's.
-void LoadAndCheck(const std::string& dir, int world) {
-  const auto ref = Reference();
+void LoadAndCheck(const std::string& dir, int world, const std::string& fixture = kFixture) {
+  const auto ref = Reference(fixture);
   simulate::SimulatedCluster cluster(world);
   absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
     StateDict fill;
@@ -127,6 +130,43 @@ void LoadAndCheck(const std::string& dir, int world) {
 
 TEST(DcpCheckpointTest, LoadsAtOtherWorldSizesBitEqual) {
   for (int world : {1, 2, 3, 5}) LoadAndCheck(kFixture, world);
+}
+
+// Each of 2 ranks loads `key` alone into a float32 tensor of `sizes` full of
+// 7s: every rank's status (the test fails if a destination changed).
+std::vector<absl::Status> LoadOfOneKeyOnTwoRanks(const std::string& dir, const std::string& key,
+                                                 const std::vector<int64_t>& sizes) {
+  simulate::SimulatedCluster cluster(2);
+  std::vector<absl::Status> got(2);
+  absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
+    StateDict fill;
+    at::Tensor t = at::full(sizes, 7.0);
+    (void)fill.Insert(key, t);
+    LoadOptions options;
+    options.keys = {key};
+    options.strict = false;
+    got[ctx.rank] = LoadCheckpoint(fill, dir, *ctx.pg, options);
+    if (!at::equal(t, at::full(sizes, 7.0))) return absl::InternalError("the destination changed");
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(s.ok()) << s;
+  return got;
+}
+
+// Every dtype real torch 2.x's DCP wrote, strided payloads included: bit-equal
+// where this LibTorch has the dtypes; else every rank fails naming the key
+// and the dtype, and no destination changes.
+TEST(DcpCheckpointTest, EveryDtypeTorchWroteLoadsOrIsRefusedByName) {
+  const std::string why = UnavailableDtypeMessage("uint16");  // the first key .metadata lists
+  if (why.empty()) {
+    for (int world : {1, 3}) LoadAndCheck(kDtypesFixture, world, kDtypesFixture);
+    return;
+  }
+  for (const absl::Status& r : LoadOfOneKeyOnTwoRanks(kDtypesFixture, "float32", {9, 5})) {
+    EXPECT_FALSE(r.ok());
+    EXPECT_THAT(std::string(r.message()), HasSubstr("key 'uint16'"));
+    EXPECT_THAT(std::string(r.message()), HasSubstr(why));
+  }
 }
 
 absl::Status LoadStatus(const std::string& dir) {
@@ -252,21 +292,7 @@ TEST(DcpCheckpointTest, ALoadLocatesOnlyThePayloadsOfTheKeysItReads) {
 TEST(DcpCheckpointTest, LoadOfADamagedCheckpointFailsOnEveryRankAndWritesNothing) {
   const std::string dir = Copy();
   fs::remove(dir + "/__2_0.distcp");
-  simulate::SimulatedCluster cluster(2);
-  std::vector<absl::Status> got(2);
-  absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
-    StateDict fill;
-    at::Tensor emb = at::full({37, 8}, 7.0);
-    (void)fill.Insert("emb.weight", emb);
-    LoadOptions options;
-    options.keys = {"emb.weight"};
-    options.strict = false;
-    got[ctx.rank] = LoadCheckpoint(fill, dir, *ctx.pg, options);
-    if (!at::equal(emb, at::full({37, 8}, 7.0))) return absl::InternalError("the destination changed");
-    return absl::OkStatus();
-  });
-  ASSERT_TRUE(s.ok()) << s;
-  for (const absl::Status& r : got) {
+  for (const absl::Status& r : LoadOfOneKeyOnTwoRanks(dir, "emb.weight", {37, 8})) {
     EXPECT_EQ(r.code(), absl::StatusCode::kNotFound) << r;
     EXPECT_THAT(std::string(r.message()), HasSubstr("__2_0.distcp"));
   }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "sharded/checkpoint/format/dtype_names.h"
 #include "sharded/checkpoint/interop/pytorch/pickle_reader.h"
+#include "sharded/dtype_table.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint::dcp {
@@ -121,8 +122,9 @@ class Decoder {
     if (!Is(dtype, PickleKind::kGlobal)) return Bad(absl::StrCat(what, " has no dtype"));
     c10::ScalarType out;
     if (!DcpDtype(g_.text(dtype), &out)) {
-      return absl::InvalidArgumentError(absl::StrCat(display_, ": key '", key, "' has dtype ", g_.text(dtype),
-                                                     ", which a shardlight checkpoint cannot hold"));
+      const std::string why = UnavailableDtypeMessage(g_.text(dtype));
+      return absl::InvalidArgumentError(absl::StrCat(display_, ": key '", key, "' has dtype ", g_.text(dtype), ", ",
+                                                     why.empty() ? "which a shardlight checkpoint cannot hold" : why));
     }
     return out;
   }
@@ -272,32 +274,15 @@ class Decoder {
 }  // namespace
 
 bool DcpDtype(absl::string_view torch_name, c10::ScalarType* dtype) {
-  static const std::pair<const char*, c10::ScalarType> kNames[] = {
-      {"torch.float32", c10::kFloat},   {"torch.float", c10::kFloat},      {"torch.float64", c10::kDouble},
-      {"torch.double", c10::kDouble},   {"torch.float16", c10::kHalf},     {"torch.half", c10::kHalf},
-      {"torch.bfloat16", c10::kBFloat16}, {"torch.int64", c10::kLong},     {"torch.long", c10::kLong},
-      {"torch.int32", c10::kInt},       {"torch.int", c10::kInt},          {"torch.int16", c10::kShort},
-      {"torch.short", c10::kShort},     {"torch.int8", c10::kChar},        {"torch.uint8", c10::kByte},
-      {"torch.bool", c10::kBool}};
-  for (const auto& [name, type] : kNames) {
-    if (torch_name == name) {
-      if (DtypeName(type).empty()) return false;
-      *dtype = type;
-      return true;
-    }
-  }
-  return false;
+  const DtypeInfo* d = FindDtypeByTorchName(torch_name);
+  if (d == nullptr || !absl::StartsWith(torch_name, "torch.")) return false;
+  *dtype = d->dtype;
+  return true;
 }
 
 std::string DcpDtypeName(c10::ScalarType dtype) {
-  static const std::pair<c10::ScalarType, const char*> kNames[] = {
-      {c10::kFloat, "float32"}, {c10::kDouble, "float64"}, {c10::kHalf, "float16"}, {c10::kBFloat16, "bfloat16"},
-      {c10::kLong, "int64"},    {c10::kInt, "int32"},      {c10::kShort, "int16"},  {c10::kChar, "int8"},
-      {c10::kByte, "uint8"},    {c10::kBool, "bool"}};
-  for (const auto& [type, name] : kNames) {
-    if (type == dtype) return name;
-  }
-  return "";
+  const DtypeInfo* d = FindDtype(dtype);
+  return d == nullptr ? "" : d->torch_name;
 }
 
 absl::StatusOr<DcpMetadata> ParseDcpMetadata(absl::string_view bytes, const std::string& display) {

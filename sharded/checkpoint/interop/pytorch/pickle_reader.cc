@@ -7,8 +7,10 @@
 #include <unordered_map>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sharded/dtype_table.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
 namespace {
@@ -30,17 +32,10 @@ enum : uint8_t {
 
 constexpr char kBigInt[] = "builtins.int (wider than 64 bits)";
 
-struct StorageClass {
-  const char* name;
-  c10::ScalarType dtype;
-};
-constexpr StorageClass kStorageClasses[] = {
-    {"torch.FloatStorage", c10::kFloat},   {"torch.DoubleStorage", c10::kDouble},
-    {"torch.HalfStorage", c10::kHalf},     {"torch.BFloat16Storage", c10::kBFloat16},
-    {"torch.LongStorage", c10::kLong},     {"torch.IntStorage", c10::kInt},
-    {"torch.ShortStorage", c10::kShort},   {"torch.CharStorage", c10::kChar},
-    {"torch.ByteStorage", c10::kByte},     {"torch.BoolStorage", c10::kBool},
-};
+// torch.save's class for the storage of a dtype without a legacy class
+// (float8, uint16..64, complex32): the storage is bytes, numel counts bytes,
+// and _rebuild_tensor_v3 names the tensor's dtype.
+constexpr char kUntypedStorage[] = "torch.storage.UntypedStorage";
 
 constexpr uint64_t kTextSlack = uint64_t{1} << 20;   // texts may hold 2x the input plus this
 constexpr uint64_t kMemoDenseSlack = 1024;          // dense memo keys: up to 2x the slots used plus this
@@ -316,14 +311,33 @@ class PickleBuilder {
     return true;
   }
 
-  bool RebuildTensor(const std::vector<int>& args) {
-    const std::string usage = "torch._utils._rebuild_tensor_v2 needs (storage, offset, sizes, strides, requires_grad, hooks)";
-    if (args.size() < 5 || args.size() > 7) return Fail(usage);
+  // _rebuild_tensor_v2(storage, offset, sizes, strides, requires_grad, hooks[, metadata]): the
+  // storage's dtype; _rebuild_tensor_v3(..., hooks, dtype[, metadata]): the dtype named.
+  bool RebuildTensor(const std::vector<int>& args, bool v3) {
+    const std::string usage =
+        v3 ? "torch._utils._rebuild_tensor_v3 needs (storage, offset, sizes, strides, requires_grad, hooks, dtype)"
+           : "torch._utils._rebuild_tensor_v2 needs (storage, offset, sizes, strides, requires_grad, hooks)";
+    if (args.size() < (v3 ? 7u : 5u) || args.size() > (v3 ? 8u : 7u)) return Fail(usage);
     if (K(args[0]) != PickleKind::kStorage || !IsInt(args[1])) return Fail(usage);
     std::vector<int64_t> sizes, strides;
     if (!IntTuple(args[2], &sizes) || !IntTuple(args[3], &strides)) return Fail(usage);
     if (K(args[4]) != PickleKind::kBool && !IsInt(args[4])) return Fail(usage);
     PickleGraph::Tensor t;
+    t.dtype = g_.storages_[N(args[0]).a].dtype;
+    if (v3) {
+      if (K(args[6]) != PickleKind::kGlobal) return Fail(usage);
+      const DtypeInfo* d = FindDtypeByTorchName(g_.text(args[6]));
+      if (d == nullptr || !absl::StartsWith(g_.text(args[6]), "torch.")) {
+        // Opaque, so that whoever imports it names the key (and why).
+        const std::string why = UnavailableDtypeMessage(g_.text(args[6]));
+        return PushObject(absl::StrCat("a ", Text(args[6]), " tensor (",
+                                       why.empty() ? "a dtype shardlight does not store" : why, ")"));
+      }
+      if (t.dtype != c10::kByte && t.dtype != d->dtype) {
+        return Fail(absl::StrCat("a ", d->torch_name, " tensor over a typed storage of another dtype"));
+      }
+      t.dtype = d->dtype;
+    }
     t.storage = args[0];
     t.storage_offset = g_.integer(args[1]);
     t.sizes = static_cast<uint32_t>(sizes.size());
@@ -342,7 +356,8 @@ class PickleBuilder {
   bool Call(int callable, int args_id) {
     if (K(callable) != PickleKind::kGlobal) return PushObject(absl::StrCat("<call of a ", PickleKindName(K(callable)), ">"));
     const std::string name = Text(callable);
-    static const char* const kUnderstood[] = {"torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_parameter",
+    static const char* const kUnderstood[] = {"torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
+                                              "torch._utils._rebuild_parameter",
                                               "torch._utils._rebuild_parameter_with_state", "collections.OrderedDict",
                                               "copyreg._reconstructor"};
     bool understood = false;
@@ -350,7 +365,8 @@ class PickleBuilder {
     if (!understood) return PushObjectWith(name, args_id);  // only ever named
     if (K(args_id) != PickleKind::kTuple) return Fail(absl::StrCat("the arguments to ", name, " are not a tuple"));
     const std::vector<int> args = Items(args_id);
-    if (name == "torch._utils._rebuild_tensor_v2") return RebuildTensor(args);
+    if (name == "torch._utils._rebuild_tensor_v2") return RebuildTensor(args, false);
+    if (name == "torch._utils._rebuild_tensor_v3") return RebuildTensor(args, true);
     if (name == "torch._utils._rebuild_parameter" || name == "torch._utils._rebuild_parameter_with_state") {
       if (args.empty() || K(args[0]) != PickleKind::kTensor) return Fail(name + " needs a tensor");
       return Push(args[0]);
@@ -690,7 +706,7 @@ PickleTensor PickleGraph::tensor(int id) const {
   const Tensor& t = tensors_[nodes_[static_cast<size_t>(id)].a];
   const absl::Span<const int64_t> dims(dims_);
   return {t.storage, t.storage_offset, dims.subspan(t.dims, t.sizes), dims.subspan(t.dims + t.sizes, t.strides),
-          t.requires_grad};
+          t.requires_grad, t.dtype};
 }
 
 int64_t PickleGraph::MemoryBytes() const {
@@ -724,13 +740,14 @@ const char* PickleKindName(PickleKind kind) {
 }
 
 bool StorageClassDtype(absl::string_view qualified_name, c10::ScalarType* dtype) {
-  for (const StorageClass& c : kStorageClasses) {
-    if (qualified_name == c.name) {
-      *dtype = c.dtype;
-      return true;
-    }
+  if (qualified_name == kUntypedStorage) {
+    *dtype = c10::kByte;
+    return true;
   }
-  return false;
+  const DtypeInfo* d = FindDtypeByStorageClass(qualified_name);
+  if (d == nullptr || !absl::StartsWith(qualified_name, "torch.")) return false;
+  *dtype = d->dtype;
+  return true;
 }
 
 int PickleGraph::object_arguments(int id) const {

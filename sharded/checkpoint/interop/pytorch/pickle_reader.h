@@ -6,10 +6,15 @@
 // Exactly these callables are understood when a pickle calls them (REDUCE):
 //   torch._utils._rebuild_tensor_v2   -> a tensor record (storage, offset,
 //                                        sizes, strides, requires_grad)
+//   torch._utils._rebuild_tensor_v3   -> the same, of the torch.<dtype> it
+//                                        names (float8, uint16..64, complex32;
+//                                        an opaque object saying why for a
+//                                        dtype sharded/dtype_table.h lacks)
 //   torch._utils._rebuild_parameter   -> the tensor it wraps
 //   collections.OrderedDict           -> a dict
 // and persistent ids ('storage', torch.<T>Storage, key, location, numel)
-// become storage records for the whitelisted storage classes. Anything else a
+// become storage records for the whitelisted storage classes (those of
+// sharded/dtype_table.h, and torch.storage.UntypedStorage: bytes). Anything else a
 // pickle builds (REDUCE of another callable, NEWOBJ, INST, OBJ, sets) becomes
 // an opaque record carrying only the class name; items and state given to it
 // are discarded, unless ReadPickle is asked to keep them (ObjectState::kKeep,
@@ -64,17 +69,20 @@ enum class PickleKind : uint8_t {
 // The name of a kind for messages ("dict", "tensor", ...).
 const char* PickleKindName(PickleKind kind);
 
-// A tensor record, as _rebuild_tensor_v2 declared it (unchecked: TorchFile
-// checks it against its storage).
+// A tensor record, as _rebuild_tensor_v2/v3 declared it (unchecked: TorchFile
+// checks it against its storage). storage_offset and strides count elements
+// of `dtype`, which may differ from the storage's (an UntypedStorage is bytes).
 struct PickleTensor {
   int storage = -1;  // node id of its kStorage
   int64_t storage_offset = 0;
   absl::Span<const int64_t> sizes;
   absl::Span<const int64_t> strides;
   bool requires_grad = false;
+  c10::ScalarType dtype = c10::ScalarType::Float;
 };
 
-// A persistent storage reference ('storage', torch.<T>Storage, key, location, numel).
+// A persistent storage reference ('storage', torch.<T>Storage, key, location,
+// numel); an UntypedStorage is kByte, numel its bytes.
 struct PickleStorage {
   absl::string_view key;  // its record is data/<key>
   absl::string_view location;
@@ -131,6 +139,7 @@ class PickleGraph {
     uint64_t dims = 0;
     int64_t storage_offset = 0;
     bool requires_grad = false;
+    c10::ScalarType dtype = c10::ScalarType::Float;
   };
   static constexpr uint32_t kNoItems = 0xFFFFFFFFu;  // a list/dict nothing was added to
 
@@ -158,8 +167,8 @@ enum class ObjectState { kDiscard, kKeep };
 absl::StatusOr<PickleGraph> ReadPickle(absl::string_view bytes, const PickleLimits& limits = {},
                                        ObjectState objects = ObjectState::kDiscard);
 
-// The dtype of a whitelisted storage class ("torch.FloatStorage"), or
-// nullopt-like false when it is not one.
+// The dtype of a whitelisted storage class ("torch.FloatStorage"; kByte for
+// "torch.storage.UntypedStorage"), or false when it is not one.
 bool StorageClassDtype(absl::string_view qualified_name, c10::ScalarType* dtype);
 
 }  // namespace shardlight::sharded::checkpoint::pytorch

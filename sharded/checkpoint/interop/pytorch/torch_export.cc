@@ -12,6 +12,7 @@
 #include "sharded/checkpoint/format/entry_reader.h"
 #include "sharded/checkpoint/format/names.h"
 #include "sharded/checkpoint/storage/posix_file.h"
+#include "sharded/dtype_table.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
@@ -78,19 +79,8 @@ absl::Status WriteZip(CheckpointReader& reader, const std::vector<Item>& items, 
 }  // namespace
 
 std::string StorageClassName(c10::ScalarType dtype) {
-  switch (dtype) {
-    case c10::kFloat: return "FloatStorage";
-    case c10::kDouble: return "DoubleStorage";
-    case c10::kHalf: return "HalfStorage";
-    case c10::kBFloat16: return "BFloat16Storage";
-    case c10::kLong: return "LongStorage";
-    case c10::kInt: return "IntStorage";
-    case c10::kShort: return "ShortStorage";
-    case c10::kChar: return "CharStorage";
-    case c10::kByte: return "ByteStorage";
-    case c10::kBool: return "BoolStorage";
-    default: return "";
-  }
+  const DtypeInfo* d = FindDtype(dtype);
+  return d == nullptr ? "" : d->storage_class;
 }
 
 TorchPickleWriter::TorchPickleWriter() { out_ = "\x80\x02"; }
@@ -106,6 +96,7 @@ void TorchPickleWriter::EmptyList() { out_.push_back(']'); }
 void TorchPickleWriter::Appends() { out_.push_back('e'); }
 void TorchPickleWriter::NewObj() { out_.push_back('\x81'); }
 void TorchPickleWriter::Build() { out_.push_back('b'); }
+void TorchPickleWriter::PersistentId() { out_.push_back('Q'); }
 
 void TorchPickleWriter::String(const std::string& s) {
   out_.push_back('X');  // BINUNICODE
@@ -130,18 +121,26 @@ void TorchPickleWriter::Global(const std::string& module, const std::string& nam
 bool TorchPickleWriter::Tensor(c10::ScalarType dtype, const std::string& storage_key, int64_t storage_numel,
                                int64_t offset, const std::vector<int64_t>& sizes,
                                const std::vector<int64_t>& strides) {
-  const std::string storage_class = StorageClassName(dtype);
-  if (storage_class.empty()) return false;
-  Global("torch._utils", "_rebuild_tensor_v2");
+  // A dtype with a legacy storage class: _rebuild_tensor_v2 over it; any
+  // other (float8, uint16..64, complex32), as torch.save writes them:
+  // _rebuild_tensor_v3 over an UntypedStorage of bytes, naming the dtype.
+  const DtypeInfo* d = FindDtype(dtype);
+  if (d == nullptr) return false;
+  const bool typed = *d->storage_class != '\0';
+  Global("torch._utils", typed ? "_rebuild_tensor_v2" : "_rebuild_tensor_v3");
   Mark();
   Mark();  // the persistent id: ('storage', class, key, location, numel)
   String("storage");
-  Global("torch", storage_class);
+  if (typed) {
+    Global("torch", d->storage_class);
+  } else {
+    Global("torch.storage", "UntypedStorage");
+  }
   String(storage_key);
   String("cpu");
-  Int(storage_numel);
+  Int(typed ? storage_numel : storage_numel * static_cast<int64_t>(c10::elementSize(dtype)));
   Tuple();
-  out_.push_back('Q');  // BINPERSID
+  PersistentId();
   Int(offset);
   Mark();
   for (int64_t s : sizes) Int(s);
@@ -153,6 +152,7 @@ bool TorchPickleWriter::Tensor(c10::ScalarType dtype, const std::string& storage
   Global("collections", "OrderedDict");  // backward hooks: OrderedDict()
   EmptyTuple();
   Reduce();
+  if (!typed) Global("torch", d->torch_name);
   Tuple();
   Reduce();
   return true;

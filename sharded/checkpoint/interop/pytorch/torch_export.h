@@ -47,8 +47,11 @@ class TorchPickleWriter {
   void Appends();  // pops to the mark, into the list below it
   void NewObj();   // cls, args -> cls.__new__(cls, *args)
   void Build();    // obj, state -> obj with its state set
-  // torch._utils._rebuild_tensor_v2 of storage `key` (a record data/<key>).
-  // false when the dtype has no torch storage class.
+  void PersistentId();  // BINPERSID: the tuple on top is a persistent id
+  // torch._utils._rebuild_tensor_v2 of storage `key` (a record data/<key>)
+  // of `storage_numel` elements; _rebuild_tensor_v3 over an UntypedStorage
+  // for a dtype without a legacy storage class (float8, uint16..64,
+  // complex32). false for a dtype sharded/dtype_table.h does not hold.
   bool Tensor(c10::ScalarType dtype, const std::string& storage_key, int64_t storage_numel, int64_t offset,
               const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides);
   // Appends STOP and returns the pickle.
@@ -58,7 +61,8 @@ class TorchPickleWriter {
   std::string out_;
 };
 
-// "torch.FloatStorage"'s "FloatStorage" for a dtype; "" when none.
+// "torch.FloatStorage"'s "FloatStorage" for a dtype; "" when none (then
+// torch.save writes a torch.storage.UntypedStorage).
 std::string StorageClassName(c10::ScalarType dtype);
 
 struct ExportOptions {

@@ -223,7 +223,10 @@ absl::StatusOr<at::Tensor> TorchFile::Tensor(int node, const std::string& key) {
   const PickleTensor t = graph_.tensor(node);
   const PickleStorage s = graph_.storage(t.storage);
   const std::string storage_key(s.key);
+  // The storage's element (a byte for an UntypedStorage) and the tensor's
+  // (_rebuild_tensor_v3 names a dtype over bytes): offsets and strides count the latter.
   const int64_t elem = static_cast<int64_t>(c10::elementSize(s.dtype));
+  const int64_t tensor_elem = static_cast<int64_t>(c10::elementSize(t.dtype));
   const std::string record = "data/" + storage_key;
   // The tensor must lie inside its storage: checked arithmetic throughout.
   if (t.sizes.size() != t.strides.size() || static_cast<int64_t>(t.sizes.size()) > kMaxDims) {
@@ -243,13 +246,18 @@ absl::StatusOr<at::Tensor> TorchFile::Tensor(int node, const std::string& key) {
       return bad("its extent overflows");
     }
   }
-  if (!empty && last >= s.numel) {
-    return bad(absl::StrCat("sizes ", absl::StrJoin(t.sizes, "x"), " with strides (", absl::StrJoin(t.strides, ", "),
-                            ") at offset ", t.storage_offset, " overrun storage ", Quote(storage_key), " of ", s.numel,
-                            " elements"));
-  }
   int64_t want;
   if (__builtin_mul_overflow(s.numel, elem, &want)) return bad("its storage size overflows");
+  if (want % tensor_elem != 0) {
+    return bad(absl::StrCat("storage ", Quote(storage_key), " of ", want, " bytes is not a whole number of ",
+                            c10::toString(t.dtype), " elements"));
+  }
+  const int64_t storage_numel = want / tensor_elem;
+  if (!empty && last >= storage_numel) {
+    return bad(absl::StrCat("sizes ", absl::StrJoin(t.sizes, "x"), " with strides (", absl::StrJoin(t.strides, ", "),
+                            ") at offset ", t.storage_offset, " overrun storage ", Quote(storage_key), " of ",
+                            storage_numel, " elements"));
+  }
   auto it = storages_.find(storage_key);
   if (it == storages_.end()) {
     // The directory's size is checked against the pickle's before a byte is
@@ -278,7 +286,7 @@ absl::StatusOr<at::Tensor> TorchFile::Tensor(int node, const std::string& key) {
     return bad(absl::StrCat("storage ", Quote(storage_key), " is declared with two different sizes or dtypes"));
   }
   try {
-    at::Tensor out = at::empty({0}, at::TensorOptions().dtype(s.dtype));
+    at::Tensor out = at::empty({0}, at::TensorOptions().dtype(t.dtype));
     out.set_(it->second, t.storage_offset, at::IntArrayRef(t.sizes.data(), t.sizes.size()),
              at::IntArrayRef(t.strides.data(), t.strides.size()));
     return out;

@@ -1,5 +1,6 @@
 #include "sharded/checkpoint/interop/pytorch/torch_save_payload.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,47 @@ absl::Status Bad(const std::string& display, const std::string& what) {
 }
 
 }  // namespace
+
+absl::StatusOr<std::vector<int64_t>> TorchSavePayload::DenseDimOrder(const PickleTensor& t, int64_t numel,
+                                                                     const std::string& what) const {
+  const size_t dims = t.sizes.size();
+  auto layout = [&] { return absl::StrCat("strides (", absl::StrJoin(t.strides, ", "), ") for sizes (",
+                                          absl::StrJoin(t.sizes, ", "), ")"); };
+  for (size_t d = 0; d < dims; ++d) {
+    if (t.strides[d] < 0) return Bad(display_, absl::StrCat(what, " has a negative stride: ", layout()));
+    if (t.strides[d] == 0 && t.sizes[d] > 1 && numel > 0) {
+      return Bad(display_, absl::StrCat(what, " is an expanded view (a zero stride): ", layout(),
+                                        "; DCP never writes one"));
+    }
+  }
+  if (numel <= 1) return std::vector<int64_t>();
+  // Dims of one element go first (they move nothing); the others from the
+  // largest stride down, which must then be the row-major strides of the
+  // permuted sizes: any other layout overlaps or leaves holes.
+  std::vector<int64_t> order;
+  for (size_t d = 0; d < dims; ++d) {
+    if (t.sizes[d] == 1) order.push_back(static_cast<int64_t>(d));
+  }
+  const size_t ones = order.size();
+  for (size_t d = 0; d < dims; ++d) {
+    if (t.sizes[d] != 1) order.push_back(static_cast<int64_t>(d));
+  }
+  std::stable_sort(order.begin() + static_cast<std::ptrdiff_t>(ones), order.end(),
+                   [&](int64_t a, int64_t b) { return t.strides[a] > t.strides[b]; });
+  int64_t expected = 1;
+  for (size_t j = dims; j-- > ones;) {
+    if (t.strides[order[j]] != expected) {
+      return absl::UnimplementedError(absl::StrCat(display_, ": ", what, " is stored with ", layout(),
+                                                   ", which is not a dense layout (its elements overlap or leave "
+                                                   "holes); such layouts are not read"));
+    }
+    expected *= t.sizes[order[j]];  // at most numel: no overflow
+  }
+  bool row_major = true;
+  for (size_t j = ones; j < dims; ++j) row_major = row_major && (j == ones || order[j] > order[j - 1]);
+  if (row_major) return std::vector<int64_t>();
+  return order;
+}
 
 absl::StatusOr<TorchSavePayload> TorchSavePayload::Open(const File& file, int64_t begin, int64_t length,
                                                         const std::string& display, ObjectState objects) {
@@ -53,12 +95,20 @@ absl::StatusOr<PayloadTensor> TorchSavePayload::Tensor(int node, const std::stri
   const PickleStorage storage = graph_.storage(t.storage);
   auto record = Record(absl::StrCat("data/", storage.key));
   if (!record.ok()) return Bad(display_, absl::StrCat(what, ": ", record.status().message()));
-  const int64_t element = static_cast<int64_t>(c10::elementSize(storage.dtype));
-  if (storage.numel < 0 || record->size != storage.numel * element) {
+  const int64_t storage_element = static_cast<int64_t>(c10::elementSize(storage.dtype));
+  if (storage.numel < 0 || storage.numel > INT64_MAX / storage_element ||
+      record->size != storage.numel * storage_element) {
     return Bad(display_, absl::StrCat(what, ": storage record 'data/", storage.key, "' holds ", record->size,
-                                      " bytes but its storage declares ", storage.numel, " elements of ", element,
-                                      " bytes"));
+                                      " bytes but its storage declares ", storage.numel, " elements of ",
+                                      storage_element, " bytes"));
   }
+  // The tensor's dtype may differ from its storage's (v3 over an UntypedStorage of bytes).
+  const int64_t element = static_cast<int64_t>(c10::elementSize(t.dtype));
+  if (record->size % element != 0) {
+    return Bad(display_, absl::StrCat(what, ": its storage of ", record->size, " bytes is not a whole number of ",
+                                      c10::toString(t.dtype), " elements"));
+  }
+  const int64_t storage_numel = record->size / element;
   if (t.sizes.size() != t.strides.size()) {
     return Bad(display_, absl::StrCat(what, ": ", t.sizes.size(), " sizes but ", t.strides.size(), " strides"));
   }
@@ -66,25 +116,15 @@ absl::StatusOr<PayloadTensor> TorchSavePayload::Tensor(int node, const std::stri
   const absl::StatusOr<int64_t> counted = CheckedNumElements(sizes);
   if (!counted.ok()) return Bad(display_, absl::StrCat(what, ": ", counted.status().message()));
   const int64_t numel = *counted;
-  if (numel > 0) {
-    int64_t expected = 1;
-    for (size_t i = t.sizes.size(); i-- > 0;) {
-      if (t.sizes[i] != 1 && t.strides[i] != expected) {
-        return absl::UnimplementedError(absl::StrCat(display_, ": ", what, " is stored with strides (",
-                                                     absl::StrJoin(t.strides, ", "), ") for sizes (",
-                                                     absl::StrJoin(t.sizes, ", "),
-                                                     "), not row-major; such layouts are not read"));
-      }
-      expected *= t.sizes[i];
-    }
-  }
-  if (t.storage_offset < 0 || numel > storage.numel || t.storage_offset > storage.numel - numel) {
+  SL_ASSIGN_OR_RETURN(std::vector<int64_t> dim_order, DenseDimOrder(t, numel, what));
+  if (t.storage_offset < 0 || numel > storage_numel || t.storage_offset > storage_numel - numel) {
     return Bad(display_, absl::StrCat(what, ": ", numel, " elements at storage offset ", t.storage_offset,
-                                      " overrun its storage of ", storage.numel));
+                                      " overrun its storage of ", storage_numel));
   }
   PayloadTensor out;
-  out.dtype = storage.dtype;
+  out.dtype = t.dtype;
   out.sizes.assign(t.sizes.begin(), t.sizes.end());
+  out.dim_order = std::move(dim_order);
   out.begin = record->begin + t.storage_offset * element;
   out.end = out.begin + numel * element;
   return out;

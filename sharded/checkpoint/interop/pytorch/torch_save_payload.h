@@ -35,11 +35,14 @@ struct PayloadRecord {
   int64_t size = 0;
 };
 
-// A tensor of a payload whose data is one row-major run of its storage
-// record: the file's bytes [begin, end) hold it.
+// A tensor of a payload whose data is one dense run of its storage record:
+// the file's bytes [begin, end) hold it, row-major, or row-major over its
+// dims in `dim_order` (a transposed or channels_last tensor that DCP saved
+// as it was, since it covers its storage).
 struct PayloadTensor {
   c10::ScalarType dtype = c10::ScalarType::Float;
   std::vector<int64_t> sizes;
+  std::vector<int64_t> dim_order;  // empty: row-major; else as EntrySource::dim_order
   int64_t begin = 0;
   int64_t end = 0;
 };
@@ -60,13 +63,18 @@ class TorchSavePayload {
   // Stored record "<folder>/<name>" (e.g. "data/0"); NotFound when absent.
   absl::StatusOr<PayloadRecord> Record(const std::string& name) const;
   // Tensor node `node` of the graph located in the file: its storage record
-  // must hold the storage's numel elements, and the tensor must be a
-  // row-major run inside it (any other layout is Unimplemented, naming its
-  // strides). `what` names it in errors.
+  // must hold the storage's numel elements, and the tensor must be a dense
+  // run inside it: row-major, or row-major over permuted dims (dim_order).
+  // Negative strides and expanded (zero-stride) views are InvalidArgument,
+  // overlapping or gapped layouts Unimplemented, each naming the strides;
+  // the check is O(dims log dims), whatever the strides. `what` names it.
   absl::StatusOr<PayloadTensor> Tensor(int node, const std::string& what) const;
 
  private:
   explicit TorchSavePayload(ZipReader zip) : zip_(std::move(zip)) {}
+  // The dim order of a dense layout (empty when row-major or one element).
+  absl::StatusOr<std::vector<int64_t>> DenseDimOrder(const PickleTensor& t, int64_t numel,
+                                                     const std::string& what) const;
   std::string display_;
   ZipReader zip_;
   PickleGraph graph_;
