@@ -19,7 +19,9 @@ TEST(DtypeTable, SpellingsAreUniqueAndRoundTrip) {
     EXPECT_EQ(FindDtypeByCheckpointName(d.checkpoint_name), &d);
     EXPECT_EQ(FindDtypeByTorchName(d.torch_name), &d);
     EXPECT_EQ(FindDtypeByTorchName(std::string("torch.") + d.torch_name), &d);
-    if (*d.storage_class != '\0') EXPECT_EQ(FindDtypeByStorageClass(std::string("torch.") + d.storage_class), &d);
+    if (*d.storage_class != '\0') {
+      EXPECT_EQ(FindDtypeByStorageClass(std::string("torch.") + d.storage_class), &d);
+    }
     EXPECT_EQ(UnavailableDtypeMessage(d.checkpoint_name), "");
   }
   EXPECT_GE(KnownDtypes().size(), 13u);

@@ -23,7 +23,7 @@ constexpr bool Has(int major, int minor) {
 }
 
 // kVersioned[i] as this build's ScalarType.
-void Add(std::vector<NewerDtype>* out, c10::ScalarType dtype, int i) {
+[[maybe_unused]] void Add(std::vector<NewerDtype>* out, c10::ScalarType dtype, int i) {
   out->push_back({dtype, kVersioned[i].checkpoint_name, kVersioned[i].torch_name});
 }
 

@@ -251,13 +251,13 @@ CheckpointIndex SmallIndex() {
   w.sharded = true;
   w.dtype = c10::ScalarType::Float;
   w.shape = {10, 4};
-  w.shards = {{{{0, 0}, {5, 4}}, 0, "data-0123456789abcdef-r00000.safetensors", "w/shard-0", 208, 288, {1, 2}},
-              {{{5, 0}, {5, 4}}, 1, "data-0123456789abcdef-r00001.safetensors", "w/shard-1", 208, 288, {3, 4}}};
+  w.shards = {{{{0, 0}, {5, 4}}, 0, "data-0123456789abcdef-r00000.safetensors", "w/shard-0", 208, 288, {1, 2}, {}},
+              {{{5, 0}, {5, 4}}, 1, "data-0123456789abcdef-r00001.safetensors", "w/shard-1", 208, 288, {3, 4}, {}}};
   IndexTensor b;
   b.key = "b";
   b.dtype = c10::ScalarType::Long;
   b.shape = {3};
-  b.shards = {{{{0}, {3}}, 0, "data-0123456789abcdef-r00000.safetensors", "b", 288, 312, {0xdeadbeef}}};
+  b.shards = {{{{0}, {3}}, 0, "data-0123456789abcdef-r00000.safetensors", "b", 288, 312, {0xdeadbeef}, {}}};
   index.tensors = {w, b};
   index.Reindex();
   return index;

@@ -72,7 +72,8 @@ TEST(OfflineWriter, RefusesBadAdditionsAndWritesNothing) {
   EXPECT_THAT(writer.AddDense("a/b", at::zeros({2})).message(), HasSubstr("a/b"));
   EXPECT_TRUE(writer.AddDense("w", at::zeros({2})).ok());
   EXPECT_THAT(writer.AddDense("w", at::zeros({2})).message(), HasSubstr("added twice"));
-  EXPECT_THAT(writer.AddChunked("h", at::zeros({4}, at::kHalf), 0).message(), HasSubstr("not supported"));
+  const at::Tensor quantized = at::_empty_affine_quantized({4}, at::TensorOptions().dtype(at::kQInt8), 0.5, 0);
+  EXPECT_THAT(writer.AddChunked("q", quantized, 0).message(), HasSubstr("not supported"));
   EXPECT_THAT(writer.AddChunked("v", at::zeros({4}), 1).message(), HasSubstr("cannot shard dim 1"));
   ShardedTensorMetadata m;
   m.sizes = {4};
