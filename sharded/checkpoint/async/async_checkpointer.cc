@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sharded/agreement.h"
+#include "sharded/checkpoint/format/names.h"
 #include "sharded/checkpoint/roots/checkpoint_root.h"
 #include "sharded/checkpoint/save_protocol.h"
 #include "sharded/no_throw.h"
@@ -12,38 +13,83 @@
 
 namespace shardlight::sharded::checkpoint {
 
-// What the background half reads: the dict's structure (for the index; its
-// tensors' bytes are never read there) and a plan whose entries are
+// What the background half reads: a copy of the dict's entries (its
+// structure, for the plan and the index; the tensors' bytes are never read
+// there), the tensors the snapshot staged, in order, and the step's check.
+// The writer makes the dict and the plan from the copy (Plan, off the
+// training thread) and writes from the staging area; the plan's entries are
 // shape-and-dtype-only meta tensors, so the writer never touches the
-// training tensors.
+// training tensors' bytes.
 struct AsyncCheckpointer::WriteJob {
-  StateDict structure;
-  absl::StatusOr<SavePlan> plan;
+  std::vector<StateDict::Entry> entries;  // moved into `structure` by Plan
+  std::vector<at::Tensor> staged;         // TensorsToWrite, as the snapshot staged them
+  absl::Status step_ok;
   int64_t staged_bytes = 0;  // this rank's, for the next save's Reserve
+  StateDict structure;
+  absl::StatusOr<SavePlan> plan = absl::UnknownError("the save was not planned");
+
+  // On the writer's thread.
+  void Plan(int rank, int world);
 };
 
 namespace {
 
-// The staging memory a snapshot of `plan` fills.
-int64_t BytesToStage(const StagingArea& staging, const SavePlan& plan) {
-  std::vector<int64_t> bytes;
-  bytes.reserve(plan.entries.size());
-  for (const EntryToWrite& e : plan.entries) {
-    if (e.tensor.defined()) bytes.push_back(e.tensor.numel() * static_cast<int64_t>(e.tensor.element_size()));
+// The tensors PlanSave (save.cc) puts in its entries, in its order, whenever
+// it succeeds: rank 0 writes every dense tensor, each rank its local shards
+// in order. What a snapshot stages before the writer has planned; WriterPlan
+// checks that the plan names exactly these.
+std::vector<at::Tensor> TensorsToWrite(const std::vector<StateDict::Entry>& entries, int rank) {
+  std::vector<at::Tensor> tensors;
+  for (const auto& [key, value] : entries) {
+    if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
+      if (rank == 0 && dense->defined()) tensors.push_back(*dense);  // an undefined one fails the plan
+      continue;
+    }
+    for (const Shard& shard : std::get<ShardedTensor>(value).local_shards()) tensors.push_back(shard.tensor);
   }
+  return tensors;
+}
+
+// The staging memory a snapshot of `tensors` fills.
+int64_t BytesToStage(const StagingArea& staging, const std::vector<at::Tensor>& tensors) {
+  std::vector<int64_t> bytes;
+  bytes.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) bytes.push_back(t.numel() * static_cast<int64_t>(t.element_size()));
   return staging.PackedBytes(bytes);
 }
 
-absl::StatusOr<SavePlan> WithoutBytes(const absl::StatusOr<SavePlan>& plan) {
-  if (!plan.ok()) return plan.status();
-  SavePlan out = *plan;
-  for (EntryToWrite& e : out.entries) {
+// PlanSave of the snapshot's structure, which must name exactly the tensors
+// the snapshot staged, with meta tensors in place of the training tensors.
+absl::StatusOr<SavePlan> WriterPlan(const StateDict& structure, const std::vector<at::Tensor>& staged, int rank,
+                                    int world) {
+  SL_ASSIGN_OR_RETURN(SavePlan plan, PlanSave(structure, rank, world));
+  if (plan.entries.size() != staged.size()) {
+    return absl::InternalError(absl::StrCat("async save: the plan writes ", plan.entries.size(),
+                                            " entries but the snapshot staged ", staged.size()));
+  }
+  for (size_t i = 0; i < staged.size(); ++i) {
+    EntryToWrite& e = plan.entries[i];
+    if (!e.tensor.is_same(staged[i])) {
+      return absl::InternalError(absl::StrCat("async save: entry ", Quote(e.name),
+                                              " is not the tensor the snapshot staged in its place"));
+    }
     e.tensor = at::empty(e.tensor.sizes(), at::TensorOptions().dtype(e.tensor.scalar_type()).device(at::kMeta));
   }
-  return out;
+  return plan;
 }
 
 }  // namespace
+
+void AsyncCheckpointer::WriteJob::Plan(int rank, int world) {
+  plan = NoThrow([&]() -> absl::StatusOr<SavePlan> {
+    for (StateDict::Entry& entry : entries) {
+      SL_RETURN_IF_ERROR(structure.Insert(std::move(entry.first), std::move(entry.second)));
+    }
+    entries.clear();
+    SL_RETURN_IF_ERROR(step_ok);
+    return WriterPlan(structure, staged, rank, world);
+  });
+}
 
 bool AsyncSaveHandle::Done() const {
   std::lock_guard<std::mutex> lock(mu_);
@@ -118,11 +164,12 @@ void AsyncCheckpointer::JoinReserver() {
 }
 
 void AsyncCheckpointer::Reserve(const StateDict& state_dict) {
-  const absl::StatusOr<SavePlan> plan =
-      NoThrow([&] { return PlanSave(state_dict, group_->getRank(), group_->getSize()); });
-  if (!plan.ok()) return;  // Save reports it
+  const absl::StatusOr<int64_t> bytes = NoThrow([&]() -> absl::StatusOr<int64_t> {
+    return BytesToStage(staging_, TensorsToWrite(state_dict.entries(), group_->getRank()));
+  });
+  if (!bytes.ok()) return;  // Save reports it
   JoinReserver();
-  reserver_ = std::thread([this, bytes = BytesToStage(staging_, *plan)] { staging_.Reserve(bytes); });
+  reserver_ = std::thread([this, bytes = *bytes] { staging_.Reserve(bytes); });
 }
 
 std::string AsyncCheckpointer::DirForStep(int64_t step) const {
@@ -142,25 +189,36 @@ absl::StatusOr<std::shared_ptr<AsyncSaveHandle>> AsyncCheckpointer::Save(const S
   staging_.Reset();
   auto handle = std::make_shared<AsyncSaveHandle>(step, DirForStep(step));
   auto job = std::make_shared<WriteJob>();
-  job->structure = state_dict;
-  absl::StatusOr<SavePlan> plan = NoThrow([&] { return PlanSave(state_dict, rank, group_->getSize()); });
-  if (plan.ok() && step < 0) plan = absl::InvalidArgumentError(absl::StrCat("step ", step, " is negative"));
-  job->plan = NoThrow([&] { return WithoutBytes(plan); });
-  if (plan.ok()) job->staged_bytes = BytesToStage(staging_, *plan);
+  // The training thread's part: copy the structure, stage the bytes. The
+  // plan (checks, the fingerprint the ranks agree on) is the writer's.
+  job->entries = state_dict.entries();
+  if (step < 0) job->step_ok = absl::InvalidArgumentError(absl::StrCat("step ", step, " is negative"));
+  absl::Status staged = NoThrow([&]() -> absl::Status {
+    job->staged = TensorsToWrite(job->entries, rank);
+    job->staged_bytes = BytesToStage(staging_, job->staged);
+    return absl::OkStatus();
+  });
   current_ = handle;
-  writer_ = std::thread([this, handle, job] { Write(*handle, *job); });
+  writer_ = std::thread([this, handle, job] {
+    // The writer starts once the snapshot is taken (or needs room): on ranks
+    // that share cores, its planning beside the copy would slow the copy,
+    // and the save's first agreement waits for every rank's writer, so no
+    // rank writes while another is still taking its snapshot.
+    staging_.WaitUntilDraining();
+    job->Plan(group_->getRank(), group_->getSize());
+    Write(*handle, *job);
+  });
   // The snapshot: every byte staged (or, past the budget, written) before
   // training may change it. A failed copy fails the writer, hence the save.
   // Sealed (or aborted) in every case: the writer waits for it.
-  absl::Status staged = absl::OkStatus();
-  if (plan.ok() && job->plan.ok()) {
+  if (staged.ok() && job->step_ok.ok()) {
     staged = NoThrow([&]() -> absl::Status {
-      for (size_t i = 0; i < plan->entries.size(); ++i) SL_RETURN_IF_ERROR(staging_.Stage(i, plan->entries[i].tensor));
+      for (size_t i = 0; i < job->staged.size(); ++i) SL_RETURN_IF_ERROR(staging_.Stage(i, job->staged[i]));
       return absl::OkStatus();
     });
   }
   if (staged.ok()) {
-    staging_.Seal();  // a failed plan stages nothing: the writer reports it
+    staging_.Seal();  // a bad step stages nothing: the writer reports it
   } else {
     staging_.Abort(staged);
   }
@@ -168,10 +226,6 @@ absl::StatusOr<std::shared_ptr<AsyncSaveHandle>> AsyncCheckpointer::Save(const S
 }
 
 void AsyncCheckpointer::Write(AsyncSaveHandle& handle, const WriteJob& job) {
-  // The save's first agreement waits for every rank's writer, so no rank
-  // writes while another is still taking its snapshot (ranks that share
-  // cores would slow each other's copy), unless a snapshot needs room.
-  staging_.WaitUntilDraining();
   SaveStats stats;
   const auto save_one = [&](const std::string& dir) {
     return RunSave(job.structure, job.plan, dir, *group_, options_.save, &staging_, &stats);
@@ -185,7 +239,7 @@ void AsyncCheckpointer::Write(AsyncSaveHandle& handle, const WriteJob& job) {
   handle.Finish(std::move(status), stats.bytes_written);
   // Off the training thread: the next save of this size finds its staging
   // memory resident (a no-op once it is).
-  staging_.Reserve(job.staged_bytes);
+  if (job.plan.ok()) staging_.Reserve(job.staged_bytes);
 }
 
 absl::Status AsyncCheckpointer::Wait() {

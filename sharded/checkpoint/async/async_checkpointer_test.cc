@@ -40,12 +40,34 @@ using testing::TensorSpec;
 constexpr int64_t kSmallBudget = StagingArea::kMinBudgetBytes;  // 64 KiB: far below the state
 constexpr int64_t kLargeBudget = int64_t{16} << 20;
 
+// Rows [0, 2) and [3, 6) on rank 0, row [2, 3) on the last rank: two local
+// shards on one rank, in metadata order, none on the ranks between.
+EnumerableShardingSpec TwoOnRankZero(int world) {
+  EnumerableShardingSpec spec;
+  spec.shards.push_back({{0, 0}, {2, 4}, Placement::Cpu(0)});
+  spec.shards.push_back({{2, 0}, {1, 4}, Placement::Cpu(world - 1)});
+  spec.shards.push_back({{3, 0}, {3, 4}, Placement::Cpu(0)});
+  return spec;
+}
+
+// Chunks of dim 1, the first on the last rank, the last on rank 0.
+ChunkShardingSpec ReversedColumns(int world) {
+  ChunkShardingSpec spec;
+  spec.dim = 1;
+  for (int r = world - 1; r >= 0; --r) spec.placements.push_back(Placement::Cpu(r));
+  return spec;
+}
+
 // Uneven rows at W = 3 and 8; empty shards of "v" at W >= 4 (5 columns);
 // "w" alone is 516 KB: more than the small budget on each rank up to W = 7.
+// "e" and "r": the shard orders a snapshot must stage as the plan lists them
+// (the writer plans after the snapshot and checks that it did).
 std::vector<TensorSpec> Layout(int world) {
   return {{"w", {1001, 129}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, world)},
           {"v", {7, 5}, c10::ScalarType::Long, ChunkShardingSpec::OnRanks(1, world)},
           {"b", {33}, c10::ScalarType::BFloat16, std::nullopt},
+          {"e", {6, 4}, c10::ScalarType::Float, TwoOnRankZero(world)},
+          {"r", {3, 5}, c10::ScalarType::Double, ReversedColumns(world)},
           {"step", {}, c10::ScalarType::Long, std::nullopt}};
 }
 
@@ -240,25 +262,33 @@ TEST(AsyncCheckpointerTest, BadOptionsFailOnEveryRank) {
 }
 
 // One rank's bad input (an undefined tensor) fails the save on every rank,
-// at Wait, naming that rank; the checkpointer saves again afterwards.
+// at Wait, naming that rank; the checkpointer saves again afterwards. The
+// writer finds it when it plans, after the snapshot: with a budget below the
+// state the snapshot is then still waiting for room, and must end too.
 TEST(AsyncCheckpointerTest, BadInputOnOneRankFailsEveryRankAtWait) {
-  const std::string dir = testing::FreshDir("bad_input");
-  SimulatedCluster cluster(3, testing::Options());
-  const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
-    SL_ASSIGN_OR_RETURN(auto checkpointer, MakeCheckpointer(ctx, dir, {}));
-    SL_ASSIGN_OR_RETURN(StateDict state, MakeState(Layout(ctx.world_size), 1, ctx.pg));
-    StateDict bad = state;
-    if (ctx.rank == 2) bad.Set("step", at::Tensor());
-    SL_ASSIGN_OR_RETURN(auto handle, checkpointer->Save(bad, 1));
-    const absl::Status failed = handle->Wait();
-    if (failed.ok() || AgreedFailingRank(failed) != 2 || !absl::StrContains(failed.message(), "undefined")) {
-      return absl::InternalError(absl::StrCat("unexpected outcome: ", failed.ToString()));
+  for (const int64_t budget : {AsyncCheckpointOptions().staging_budget_bytes, kSmallBudget}) {
+    for (const int bad_rank : {0, 2}) {
+      const std::string dir = testing::FreshDir(absl::StrCat("bad_input_", budget, "_", bad_rank));
+      SimulatedCluster cluster(3, testing::Options());
+      const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+        AsyncCheckpointOptions options;
+        options.staging_budget_bytes = budget;
+        SL_ASSIGN_OR_RETURN(auto checkpointer, MakeCheckpointer(ctx, dir, options));
+        SL_ASSIGN_OR_RETURN(StateDict state, MakeState(Layout(ctx.world_size), 1, ctx.pg));
+        StateDict bad = state;
+        if (ctx.rank == bad_rank) bad.Set("step", at::Tensor());
+        SL_ASSIGN_OR_RETURN(auto handle, checkpointer->Save(bad, 1));
+        const absl::Status failed = handle->Wait();
+        if (failed.ok() || AgreedFailingRank(failed) != bad_rank || !absl::StrContains(failed.message(), "undefined")) {
+          return absl::InternalError(absl::StrCat("unexpected outcome: ", failed.ToString()));
+        }
+        SL_RETURN_IF_ERROR(checkpointer->Save(state, 2).status());
+        SL_RETURN_IF_ERROR(checkpointer->Wait());
+        return CheckSaved(ctx, dir, 0, 1);
+      });
+      EXPECT_TRUE(status.ok()) << "budget " << budget << ", bad rank " << bad_rank << ": " << status;
     }
-    SL_RETURN_IF_ERROR(checkpointer->Save(state, 2).status());
-    SL_RETURN_IF_ERROR(checkpointer->Wait());
-    return CheckSaved(ctx, dir, 0, 1);
-  });
-  EXPECT_TRUE(status.ok()) << status;
+  }
 }
 
 // A fault at one storage operation of one rank's background save.
