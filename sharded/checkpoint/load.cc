@@ -102,18 +102,10 @@ struct Selection {
   bool identity = false;
   std::unordered_map<std::string, const IndexTensor*> mapped;  // otherwise
 
-  // `next` is where the previous identity match left off: a state dict
-  // filled in the order it was saved finds each key at the next position
-  // of the index, compared in place without a hash lookup.
-  const IndexTensor* Find(const CheckpointIndex& index, const std::string& name, size_t* next) const {
-    if (!identity) {
-      auto it = mapped.find(name);
-      return it == mapped.end() ? nullptr : it->second;
-    }
-    if (*next < index.tensors.size() && index.tensors[*next].key == name) return &index.tensors[(*next)++];
-    const IndexTensor* found = index.Find(name);
-    if (found != nullptr) *next = static_cast<size_t>(found - index.tensors.data()) + 1;
-    return found;
+  const IndexTensor* Find(const CheckpointIndex& index, const std::string& name) const {
+    if (identity) return index.Find(name);
+    auto it = mapped.find(name);
+    return it == mapped.end() ? nullptr : it->second;
   }
 };
 
@@ -218,10 +210,9 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   std::vector<std::pair<size_t, size_t>> ranges;  // per key: [first, last) destination
   destinations->clear();
   size_t found = 0;
-  size_t next = 0;  // Selection::Find's position in the index
   for (const auto& [key, value] : to_fill.entries()) {
     SL_RETURN_IF_ERROR(ValidateKey(key));
-    const IndexTensor* saved = selection.Find(index, key, &next);
+    const IndexTensor* saved = selection.Find(index, key);
     sources.push_back(saved);
     const size_t first = destinations->size();
     if (saved == nullptr) {

@@ -1,7 +1,6 @@
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 
 #include <algorithm>
-#include <array>
 #include <set>
 #include <string_view>
 #include <unordered_map>
@@ -90,17 +89,17 @@ CheckpointReader CheckpointReader::OpenForeign(const std::string& dir, Storage& 
 }
 
 void CheckpointReader::IndexShardsByFile() {
-  // A sharded tensor's shards go to a different file each (one per rank),
-  // so the file a shard's rank used last is remembered: one compare, and a
-  // map lookup only when a rank's shards change file.
-  using Entry = std::pair<const std::string, std::vector<std::pair<const IndexTensor*, IndexShard*>>>;
-  constexpr size_t kRanksRemembered = 64;
-  std::array<Entry*, kRanksRemembered> last_of_rank{};
+  // Consecutive shards mostly share a file: a map lookup only when it changes.
+  const std::string* last_name = nullptr;
+  std::vector<std::pair<const IndexTensor*, IndexShard*>>* last = nullptr;
   for (IndexTensor& t : index_->tensors) {
     for (IndexShard& s : t.shards) {
-      Entry*& last = last_of_rank[static_cast<size_t>(s.rank) % kRanksRemembered];
-      if (last == nullptr || s.file != last->first) last = &*shards_by_file_.try_emplace(s.file).first;
-      last->second.emplace_back(&t, &s);
+      if (last_name == nullptr || s.file != *last_name) {
+        auto it = shards_by_file_.try_emplace(s.file).first;
+        last_name = &it->first;
+        last = &it->second;
+      }
+      last->emplace_back(&t, &s);
       if (foreign_ != nullptr) foreign_shards_.emplace(&s, std::make_pair(&s, false));
     }
   }

@@ -1,7 +1,6 @@
 #include "sharded/checkpoint/format/index.h"
 
 #include <algorithm>
-#include <array>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -246,10 +245,7 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
   ranges.reserve(shards);
   absl::flat_hash_set<absl::string_view> keys;
   keys.reserve(index.tensors.size());
-  // The file each rank's shards were last in (a sharded tensor's shards are
-  // in one file per rank): one compare, a lookup only when that changes.
-  constexpr size_t kRanksRemembered = 64;
-  std::array<const IndexFile*, kRanksRemembered> last_file_of_rank{};
+  const IndexFile* last_file = nullptr;  // consecutive shards mostly share a file
   for (const IndexTensor& t : index.tensors) {
     absl::Status s = ValidateKey(t.key);
     if (!s.ok()) return Bad(display_name, std::string(s.message()));
@@ -277,7 +273,6 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
       if (sh.rank >= index.world_size) {
         return BadKey(display_name, t.key, absl::StrCat(what(), " is on rank ", sh.rank, " >= world size ", index.world_size));
       }
-      const IndexFile*& last_file = last_file_of_rank[static_cast<size_t>(sh.rank) % kRanksRemembered];
       if (last_file == nullptr || sh.file != last_file->name) {
         auto it = files.find(sh.file);
         if (it == files.end()) {
