@@ -249,16 +249,16 @@ absl::StatusOr<ShardedTensor> ShardedTensor::InitFromLocalShards(std::vector<Sha
 
 ShardedTensor ShardedTensor::ZerosLike(bool requires_grad) const {
   std::vector<Shard> shards;
-  for (const Shard& s : local_shards_) {
+  for (const Shard& s : local_shards()) {
     shards.push_back({at::zeros_like(s.tensor).detach().set_requires_grad(requires_grad), s.metadata});
   }
-  ShardedTensorMetadata metadata = metadata_;
-  metadata.properties.requires_grad = requires_grad;
-  return ShardedTensor(std::move(metadata), std::move(shards), pg_);
+  ShardedTensorMetadata copy = metadata();
+  copy.properties.requires_grad = requires_grad;
+  return ShardedTensor(std::move(copy), std::move(shards), pg_);
 }
 
 std::vector<ExchangeBox> ShardedTensor::SourceBoxes() const {
-  return BoxesOf(metadata_, local_shards_, pg_->getRank());
+  return BoxesOf(metadata(), local_shards(), pg_->getRank());
 }
 
 absl::StatusOr<std::optional<at::Tensor>> ShardedTensor::Gather(int dst) const {
@@ -271,7 +271,7 @@ absl::StatusOr<std::optional<at::Tensor>> ShardedTensor::Gather(int dst) const {
   std::optional<at::Tensor> full;
   ExchangeBox dest{Box::Whole(sizes()), dst, at::Tensor()};
   if (pg_->getRank() == dst) {
-    full = at::empty(sizes(), OptionsFor(metadata_.properties));
+    full = at::empty(sizes(), OptionsFor(metadata().properties));
     dest.tensor = *full;
   }
   SL_RETURN_IF_ERROR(ExchangeBoxes(*pg_, dtype(), SourceBoxes(), {dest}));
@@ -287,33 +287,33 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
   const int w = pg_->getSize();
   const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype()));
   std::vector<int64_t> rank_elems(w, 0), rank_shards(w, 0);
-  for (const ShardMetadata& m : metadata_.shards) {
+  for (const ShardMetadata& m : metadata().shards) {
     rank_elems[m.placement.rank] += m.NumElements();
     ++rank_shards[m.placement.rank];
   }
   const int64_t slot = std::max<int64_t>(1, *std::max_element(rank_elems.begin(), rank_elems.end()));
-  const int64_t total = metadata_.NumElements();
+  const int64_t total = metadata().NumElements();
   int64_t row = 1;  // elements per dim-0 row
   for (size_t d = 1; d < sizes().size(); ++d) row *= sizes()[d];
   bool in_place = !sizes().empty() && row > 0 && slot % row == 0;
-  for (const ShardMetadata& m : metadata_.shards) {
+  for (const ShardMetadata& m : metadata().shards) {
     if (!in_place) break;
     for (size_t d = 1; d < sizes().size(); ++d) in_place = in_place && m.sizes[d] == sizes()[d];
     in_place = in_place && (m.NumElements() == 0 || m.offsets[0] * row == m.placement.rank * slot) &&
                rank_shards[m.placement.rank] == 1;
   }
-  at::TensorOptions options = OptionsFor(metadata_.properties);
+  at::TensorOptions options = OptionsFor(metadata().properties);
   at::Tensor slots = at::empty({static_cast<int64_t>(w) * slot}, options);
   // Step 1: this rank's shards, packed into its slot (metadata order); a
   // single contiguous shard that fills the slot is sent as it is.
   at::Tensor mine;
-  if (local_shards_.size() == 1 && local_shards_[0].tensor.is_contiguous() &&
-      local_shards_[0].tensor.numel() == slot) {
-    mine = local_shards_[0].tensor.view({slot});
+  if (local_shards().size() == 1 && local_shards()[0].tensor.is_contiguous() &&
+      local_shards()[0].tensor.numel() == slot) {
+    mine = local_shards()[0].tensor.view({slot});
   } else {
     mine = at::empty({slot}, options);
     int64_t pos = 0;
-    for (const Shard& s : local_shards_) {
+    for (const Shard& s : local_shards()) {
       const int64_t n = s.tensor.numel();
       mine.narrow(0, pos, n).view(s.tensor.sizes()).copy_(s.tensor);
       pos += n;
@@ -332,7 +332,7 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
   at::Tensor full = at::empty(sizes(), options);
   const Box whole = Box::Whole(sizes());
   std::vector<int64_t> cursor(w, 0);
-  for (const ShardMetadata& m : metadata_.shards) {
+  for (const ShardMetadata& m : metadata().shards) {
     const int r = m.placement.rank;
     const int64_t n = m.NumElements();
     RegionView(full, whole, m).copy_(slots.narrow(0, r * slot + cursor[r], n).view(m.sizes));
@@ -342,7 +342,7 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
 }
 
 absl::StatusOr<ShardedTensor> ShardedTensor::Reshard(const ShardingSpec& spec, ExchangeStats* stats) const {
-  absl::StatusOr<ShardedTensorMetadata> target = BuildMetadata(spec, sizes(), metadata_.properties, pg_->getSize());
+  absl::StatusOr<ShardedTensorMetadata> target = BuildMetadata(spec, sizes(), metadata().properties, pg_->getSize());
   SL_RETURN_IF_ERROR(AgreeOn(*pg_, LayoutHash(target), {"reshard", "reshard target layout"}));
   return ExchangeInto(*pg_, pg_, SourceBoxes(), *std::move(target), stats);
 }

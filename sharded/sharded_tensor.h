@@ -15,12 +15,15 @@
 // The only ways to make one are the static constructors below, the factories
 // and Reshard; the shard list is read-only. Shard *values* are written in
 // place through each Shard::tensor (a handle sharing the shard's storage:
-// copy_, in-place ops); its layout cannot change.
+// copy_, in-place ops); its layout cannot change. As both are immutable,
+// copies of a ShardedTensor share them: a copy costs two reference counts,
+// whatever the number of shards (a state dict's snapshot copies every one).
 #ifndef SHARDLIGHT_SHARDED_SHARDED_TENSOR_H_
 #define SHARDLIGHT_SHARDED_SHARDED_TENSOR_H_
 
 #include <ATen/ATen.h>
 
+#include <memory>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -67,10 +70,15 @@ class ShardedTensor {
                                                const TensorProperties& properties,
                                                ProcessGroupPtr pg);
 
-  const std::vector<Shard>& local_shards() const { return local_shards_; }
-  const ShardedTensorMetadata& metadata() const { return metadata_; }
-  const std::vector<int64_t>& sizes() const { return metadata_.sizes; }
-  c10::ScalarType dtype() const { return metadata_.properties.dtype; }
+  // Copies share the layout; a move is a copy too, so a moved-from
+  // ShardedTensor stays whole (no null layout behind the accessors).
+  ShardedTensor(const ShardedTensor&) = default;
+  ShardedTensor& operator=(const ShardedTensor&) = default;
+
+  const std::vector<Shard>& local_shards() const { return layout_->local_shards; }
+  const ShardedTensorMetadata& metadata() const { return layout_->metadata; }
+  const std::vector<int64_t>& sizes() const { return layout_->metadata.sizes; }
+  c10::ScalarType dtype() const { return layout_->metadata.properties.dtype; }
   const ProcessGroupPtr& process_group() const { return pg_; }
 
   // No communication: the same layout and group, zero values, with the given
@@ -86,14 +94,20 @@ class ShardedTensor {
   absl::StatusOr<ShardedTensor> Reshard(const ShardingSpec& spec, ExchangeStats* stats = nullptr) const;
 
  private:
+  // The immutable part, shared by copies.
+  struct Layout {
+    ShardedTensorMetadata metadata;
+    std::vector<Shard> local_shards;
+  };
+
   ShardedTensor(ShardedTensorMetadata metadata, std::vector<Shard> local_shards, ProcessGroupPtr pg)
-      : metadata_(std::move(metadata)), local_shards_(std::move(local_shards)), pg_(std::move(pg)) {}
+      : layout_(std::make_shared<const Layout>(Layout{std::move(metadata), std::move(local_shards)})),
+        pg_(std::move(pg)) {}
 
   // This rank's shards as exchange sources; every other shard without data.
   std::vector<ExchangeBox> SourceBoxes() const;
 
-  ShardedTensorMetadata metadata_;
-  std::vector<Shard> local_shards_;
+  std::shared_ptr<const Layout> layout_;  // never null
   ProcessGroupPtr pg_;
 };
 

@@ -148,6 +148,37 @@ TEST(ShardedTensorTest, ScatterFromOneRankMatchesTheFullTensor) {
   }
 }
 
+// Copies (and moves, which copy) share the layout: the same metadata and
+// shard list, not copies of them; values written through one are seen by
+// all; ZerosLike gets a layout of its own with its requires_grad.
+TEST(ShardedTensorTest, CopiesShareTheLayout) {
+  SimulatedCluster cluster(3, Options());
+  absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    TensorProperties props;
+    props.dtype = c10::ScalarType::Float;
+    auto st = Zeros(ChunkShardingSpec::OnRanks(0, ctx.world_size), {5, 2}, props, ctx.pg);
+    if (!st.ok()) return st.status();
+    ShardedTensor copy = *st;
+    ShardedTensor moved_into = std::move(copy);
+    for (const ShardedTensor* t : {&copy, &moved_into}) {
+      if (&t->metadata() != &st->metadata() || &t->local_shards() != &st->local_shards()) {
+        return absl::InternalError("a copy holds its own layout");
+      }
+    }
+    st->local_shards()[0].tensor.fill_(ctx.rank + 1);
+    if (!at::equal(copy.local_shards()[0].tensor, st->local_shards()[0].tensor)) {
+      return absl::InternalError("a copy does not see values written through the original");
+    }
+    ShardedTensor zeros = st->ZerosLike(true);
+    if (&zeros.metadata() == &st->metadata() || !zeros.metadata().properties.requires_grad ||
+        st->metadata().properties.requires_grad || !zeros.local_shards()[0].tensor.requires_grad()) {
+      return absl::InternalError("ZerosLike shares or changes the original's layout");
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 // rand(seed) gives the same global tensor on 1, 3 and 8 ranks and across specs.
 TEST(ShardedTensorTest, RandomInitDependsOnlyOnSeedAndGlobalIndex) {
   const std::vector<int64_t> sizes = {9, 5, 3};

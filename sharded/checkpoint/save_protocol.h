@@ -34,6 +34,12 @@ struct SavePlan {
 // for a save as `rank` of `world` ranks. InvalidArgument naming the key.
 absl::StatusOr<SavePlan> PlanSave(const StateDict& state_dict, int rank, int world);
 
+// The tensors PlanSave puts in its entries, in its order, whenever it
+// succeeds: on rank 0 every dense tensor, on each rank its local shards in
+// metadata order. What an asynchronous save stages before its writer plans
+// (the writer checks that the plan names exactly these).
+std::vector<at::Tensor> TensorsToWrite(const std::vector<StateDict::Entry>& entries, int rank);
+
 // Collective: the protocol of checkpoint.h from a plan (a failed plan is this
 // rank's error, agreed like any other). `state_dict` supplies only the
 // structure the index records (keys, shapes, dtypes, shard boxes), never

@@ -34,22 +34,6 @@ struct AsyncCheckpointer::WriteJob {
 
 namespace {
 
-// The tensors PlanSave (save.cc) puts in its entries, in its order, whenever
-// it succeeds: rank 0 writes every dense tensor, each rank its local shards
-// in order. What a snapshot stages before the writer has planned; WriterPlan
-// checks that the plan names exactly these.
-std::vector<at::Tensor> TensorsToWrite(const std::vector<StateDict::Entry>& entries, int rank) {
-  std::vector<at::Tensor> tensors;
-  for (const auto& [key, value] : entries) {
-    if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
-      if (rank == 0 && dense->defined()) tensors.push_back(*dense);  // an undefined one fails the plan
-      continue;
-    }
-    for (const Shard& shard : std::get<ShardedTensor>(value).local_shards()) tensors.push_back(shard.tensor);
-  }
-  return tensors;
-}
-
 // The staging memory a snapshot of `tensors` fills.
 int64_t BytesToStage(const StagingArea& staging, const std::vector<at::Tensor>& tensors) {
   std::vector<int64_t> bytes;

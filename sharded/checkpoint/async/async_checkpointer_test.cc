@@ -22,6 +22,7 @@
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/roots/checkpoint_root.h"
+#include "sharded/checkpoint/save_protocol.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
 #include "sharded/checkpoint/storage/fault_injecting_storage.h"
 #include "sharded/checkpoint/format/file_names.h"
@@ -168,6 +169,31 @@ std::vector<std::string> DataFiles(const std::string& dir) {
     out.push_back(bytes.ok() ? *bytes : "");
   }
   return out;
+}
+
+// What a snapshot stages (TensorsToWrite) is exactly what the writer's plan
+// lists, in order, on every rank: two local shards on one rank, reversed
+// placements, empty shards, ranks that write nothing but dense tensors.
+TEST(AsyncCheckpointerTest, StagedTensorsAreThePlansEntries) {
+  for (int world : {1, 3, 4, 8}) {
+    SimulatedCluster cluster(world, testing::Options());
+    ASSERT_TRUE(cluster.Run([&](RankContext& ctx) -> absl::Status {
+      SL_ASSIGN_OR_RETURN(StateDict state, MakeState(Layout(ctx.world_size), 1, ctx.pg));
+      SL_ASSIGN_OR_RETURN(SavePlan plan, PlanSave(state, ctx.rank, ctx.world_size));
+      const std::vector<at::Tensor> staged = TensorsToWrite(state.entries(), ctx.rank);
+      if (staged.size() != plan.entries.size()) {
+        return absl::InternalError(absl::StrCat("rank ", ctx.rank, ": ", staged.size(), " staged, ",
+                                                plan.entries.size(), " planned"));
+      }
+      for (size_t i = 0; i < staged.size(); ++i) {
+        if (!staged[i].is_same(plan.entries[i].tensor)) {
+          return absl::InternalError(absl::StrCat("rank ", ctx.rank, ": entry ", i, " (", plan.entries[i].name,
+                                                  ") is not the staged tensor"));
+        }
+      }
+      return absl::OkStatus();
+    }).ok()) << "world " << world;
+  }
 }
 
 TEST(AsyncCheckpointerTest, SmallBudgetGivesTheBytesOfASynchronousSave) {
