@@ -154,9 +154,7 @@ TEST(ShardedTensorTest, ScatterFromOneRankMatchesTheFullTensor) {
 TEST(ShardedTensorTest, CopiesShareTheLayout) {
   SimulatedCluster cluster(3, Options());
   absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
-    TensorProperties props;
-    props.dtype = c10::ScalarType::Float;
-    auto st = Zeros(ChunkShardingSpec::OnRanks(0, ctx.world_size), {5, 2}, props, ctx.pg);
+    auto st = Zeros(ChunkShardingSpec::OnRanks(0, ctx.world_size), {5, 2}, ShardedOptions{}, ctx.pg);
     if (!st.ok()) return st.status();
     ShardedTensor copy = *st;
     ShardedTensor moved_into = std::move(copy);
