@@ -291,26 +291,6 @@ absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const st
   return absl::OkStatus();
 }
 
-// Calls visit(i, tensor) for every shard i of `st`'s metadata placed on
-// `rank`, in metadata order, with the local shard that holds it: the entries
-// a sharded tensor puts in that rank's data file. InternalError when the
-// tensor holds fewer local shards than its metadata places there.
-template <typename Visit>
-absl::Status ForEachShardOn(const ShardedTensor& st, int rank, const Visit& visit) {
-  const std::vector<ShardMetadata>& shards = st.metadata().shards;
-  const std::vector<Shard>& local = st.local_shards();
-  size_t next = 0;  // the local shard of the next shard on this rank
-  for (size_t i = 0; i < shards.size(); ++i) {
-    if (shards[i].placement.rank != rank) continue;
-    if (next == local.size()) {
-      return absl::InternalError(absl::StrCat("the tensor holds ", local.size(),
-                                              " local shards, fewer than its metadata places on rank ", rank));
-    }
-    visit(static_cast<int>(i), local[next++].tensor);
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 std::vector<at::Tensor> TensorsToWrite(const std::vector<StateDict::Entry>& entries, int rank) {
@@ -320,9 +300,10 @@ std::vector<at::Tensor> TensorsToWrite(const std::vector<StateDict::Entry>& entr
       if (rank == 0 && dense->defined()) tensors.push_back(*dense);  // an undefined one fails the plan
       continue;
     }
-    const ShardedTensor& st = std::get<ShardedTensor>(value);
-    if (st.process_group()->getRank() != rank) continue;  // fails the plan
-    ForEachShardOn(st, rank, [&](int, const at::Tensor& t) { tensors.push_back(t); }).IgnoreError();
+    // A ShardedTensor holds exactly its rank's shards in metadata order
+    // (its invariant): PlanSave's loop below visits these, without the scan
+    // of every shard's placement that it needs for the entry names.
+    for (const Shard& shard : std::get<ShardedTensor>(value).local_shards()) tensors.push_back(shard.tensor);
   }
   return tensors;
 }
@@ -385,11 +366,18 @@ absl::StatusOr<SavePlan> PlanSave(const StateDict& state_dict, int rank, int wor
       return absl::InvalidArgumentError(absl::StrCat(k(key), "the tensor is rank ", st.process_group()->getRank(),
                                                      " of its process group but this rank saves as rank ", rank));
     }
-    absl::Status s = ForEachShardOn(st, rank, [&](int i, const at::Tensor& tensor) {
-      plan.entries.push_back({EntryNameOf(key, i), tensor});
-      plan.refs.emplace_back(key, i);
-    });
-    if (!s.ok()) return absl::Status(s.code(), k(key) + std::string(s.message()));
+    const std::vector<Shard>& local = st.local_shards();
+    size_t next = 0;  // the local shard of the next shard on this rank
+    for (size_t i = 0; i < m.shards.size(); ++i) {
+      if (m.shards[i].placement.rank != rank) continue;
+      if (next == local.size()) {
+        return absl::InternalError(absl::StrCat(k(key), "the tensor holds ", local.size(),
+                                                " local shards, fewer than its metadata places on rank ", rank));
+      }
+      const Shard& shard = local[next++];
+      plan.entries.push_back({EntryNameOf(key, static_cast<int>(i)), shard.tensor});
+      plan.refs.emplace_back(key, static_cast<int>(i));
+    }
   }
   return plan;
 }
