@@ -89,15 +89,21 @@ CheckpointReader CheckpointReader::OpenForeign(const std::string& dir, Storage& 
 }
 
 void CheckpointReader::IndexShardsByFile() {
-  // Consecutive shards mostly share a file: a map lookup only when it changes.
+  // Consecutive shards mostly share a file: a map lookup only when it
+  // changes. In this format a shard's file is its rank's (ValidateIndex), so
+  // a change of rank is the change of file and no name is compared; a
+  // foreign format's names are.
   const std::string* last_name = nullptr;
+  int last_rank = -1;
   std::vector<std::pair<const IndexTensor*, IndexShard*>>* last = nullptr;
   for (IndexTensor& t : index_->tensors) {
     for (IndexShard& s : t.shards) {
-      if (last_name == nullptr || s.file != *last_name) {
+      const bool same = last != nullptr && (foreign_ == nullptr ? s.rank == last_rank : s.file == *last_name);
+      if (!same) {
         auto it = shards_by_file_.try_emplace(s.file).first;
         last_name = &it->first;
         last = &it->second;
+        last_rank = s.rank;
       }
       last->emplace_back(&t, &s);
       if (foreign_ != nullptr) foreign_shards_.emplace(&s, std::make_pair(&s, false));
@@ -213,11 +219,12 @@ absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& na
   // Consecutive calls mostly ask for the same file: one compare, no lookup.
   if (last_file_ != nullptr && name == last_file_->first) return last_file_->second.get();
   auto it = files_.find(name);
+  const IndexFile* expected = index_->FindFile(name);
   if (it != files_.end()) {
     last_file_ = &*it;
+    last_file_rank_ = expected->rank;  // opened through it
     return it->second.get();
   }
-  const IndexFile* expected = index_->FindFile(name);
   const std::string prefix = key.empty() ? "" : absl::StrCat("key ", Quote(key), ": ");
   if (expected == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "data file ", Quote(name), " is not in the index"));
@@ -240,11 +247,15 @@ absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& na
   auto owned = std::make_unique<File>(*std::move(file));
   const File* out = owned.get();
   last_file_ = &*files_.emplace(name, std::move(owned)).first;
+  last_file_rank_ = expected->rank;
   return out;
 }
 
 absl::StatusOr<const File*> CheckpointReader::OpenShard(const IndexTensor& tensor, const IndexShard& shard,
                                                          const std::string& key) {
+  // This format: the file of the shard's rank (ValidateIndex); the last file
+  // opened is it when the ranks agree, found without comparing names.
+  if (foreign_ == nullptr && last_file_ != nullptr && shard.rank == last_file_rank_) return last_file_->second.get();
   SL_ASSIGN_OR_RETURN(const File* file, OpenDataFile(shard.file, key));
   if (foreign_ == nullptr) return file;
   const auto it = foreign_shards_.find(&shard);

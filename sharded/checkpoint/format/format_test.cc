@@ -390,6 +390,27 @@ TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.generation = "fedcba9876543210"; }),
               HasSubstr("is not named for generation fedcba9876543210"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.generation = "G"; }), HasSubstr("is not 16 lowercase hex digits"));
+  // A shard in another rank's file (both files listed, the bytes in range
+  // and apart): the file's rank, not its name, is what ValidateIndex compares.
+  auto in_rank0_file = [](CheckpointIndex& i) {
+    IndexShard& s = i.tensors[0].shards[1];  // rank 1's
+    s.file = i.files[0].name;
+    s.begin = 312;
+    s.end = 392;
+  };
+  const std::string want = "key 'w': shard 1 of rank 1 is in file 'data-0123456789abcdef-r00000.safetensors', not in "
+                           "its rank's file";
+  EXPECT_THAT(Invalid(in_rank0_file), HasSubstr(want));
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[1].rank = 0; }),
+              HasSubstr("shard 1 of rank 0 is in file 'data-0123456789abcdef-r00001.safetensors'"));
+  // ValidateIndexNaming alone says the same.
+  CheckpointIndex index = SmallIndex();
+  EXPECT_TRUE(ValidateIndexNaming(index, "x").ok());
+  in_rank0_file(index);
+  EXPECT_THAT(std::string(ValidateIndexNaming(index, "x").message()), HasSubstr(want));
+  index.tensors[0].shards[1].file = "elsewhere.safetensors";
+  EXPECT_THAT(std::string(ValidateIndexNaming(index, "x").message()),
+              HasSubstr("shard 1 of rank 1 is in file 'elsewhere.safetensors', not in its rank's file"));
 }
 
 // Issue 15, defect 8: the optional record of what produced the checkpoint.

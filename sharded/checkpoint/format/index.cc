@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/dtype_names.h"
+#include "sharded/checkpoint/format/index_naming.h"
 #include "sharded/checkpoint/format/json_stream.h"
 #include "sharded/checkpoint/format/names.h"
 #include "sharded/status_macros.h"
@@ -233,6 +234,8 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
                                             " bytes does not fit its ", f.bytes, " bytes"));
     }
   }
+  // Names (FORMAT.md): the files' here, each shard's where it is checked.
+  SL_RETURN_IF_ERROR(internal::ValidateFileNaming(index, display_name));
   struct Range {
     size_t file;  // position in index.files
     int64_t begin, end;
@@ -300,6 +303,7 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
                                                         " bytes need ", NumBlocks(want, index.block_bytes)));
       }
       if (sh.entry.empty()) return BadKey(display_name, t.key, absl::StrCat(what(), " has an empty entry name"));
+      SL_RETURN_IF_ERROR(internal::ValidateShardNaming(t, k, f, display_name));
       if (want > 0) ranges.push_back({static_cast<size_t>(&f - index.files.data()), sh.begin, sh.end, &t.key, k});
     }
     if (t.sharded && !SurelyTiles(t, *total)) {
@@ -344,7 +348,7 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
       }
     }
   }
-  return ValidateIndexNaming(index, display_name);
+  return absl::OkStatus();
 }
 
 }  // namespace shardlight::sharded::checkpoint

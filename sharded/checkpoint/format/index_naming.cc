@@ -6,7 +6,9 @@
 #include "absl/strings/strip.h"
 #include "sharded/checkpoint/format/file_names.h"
 #include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/format/index_naming.h"
 #include "sharded/checkpoint/format/names.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -27,37 +29,59 @@ bool IsEntryName(absl::string_view entry, const std::string& key, bool sharded, 
          entry == absl::AlphaNum(k).Piece();
 }
 
+absl::Status Bad(const std::string& display_name, const std::string& what) {
+  return absl::InvalidArgumentError(absl::StrCat("checkpoint index ", Quote(display_name), ": ", what));
+}
+
 }  // namespace
 
-absl::Status ValidateIndexNaming(const CheckpointIndex& index, const std::string& display_name) {
-  auto bad = [&](const std::string& what) {
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint index ", Quote(display_name), ": ", what));
-  };
+namespace internal {
+
+absl::Status ValidateFileNaming(const CheckpointIndex& index, const std::string& display_name) {
   if (!IsGeneration(index.generation)) {
-    return bad(absl::StrCat("generation ", Quote(index.generation), " is not 16 lowercase hex digits"));
+    return Bad(display_name, absl::StrCat("generation ", Quote(index.generation), " is not 16 lowercase hex digits"));
   }
   for (const IndexFile& f : index.files) {
     const std::string want = DataFileName(index.generation, f.rank);
     if (f.name != want) {
-      return bad(absl::StrCat("file ", Quote(f.name), " of rank ", f.rank, " is not named for generation ",
-                              index.generation, " (expected ", Quote(want), ")"));
+      return Bad(display_name, absl::StrCat("file ", Quote(f.name), " of rank ", f.rank,
+                                            " is not named for generation ", index.generation, " (expected ",
+                                            Quote(want), ")"));
     }
   }
-  absl::flat_hash_map<int, std::string> file_of_rank;  // DataFileName, made once per rank
+  return absl::OkStatus();
+}
+
+absl::Status ValidateShardNaming(const IndexTensor& t, size_t k, const IndexFile& file,
+                                 const std::string& display_name) {
+  const IndexShard& s = t.shards[k];
+  if (!IsEntryName(s.entry, t.key, t.sharded, k)) {
+    const std::string want = t.sharded ? absl::StrCat(t.key, "/shard-", k) : t.key;
+    return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " names entry ", Quote(s.entry),
+                                          "; expected ", Quote(want)));
+  }
+  if (file.rank != s.rank) {
+    return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " of rank ", s.rank, " is in file ",
+                                          Quote(s.file), ", not in its rank's file"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace internal
+
+absl::Status ValidateIndexNaming(const CheckpointIndex& index, const std::string& display_name) {
+  SL_RETURN_IF_ERROR(internal::ValidateFileNaming(index, display_name));
+  absl::flat_hash_map<absl::string_view, const IndexFile*> files;  // views into `index`
+  for (const IndexFile& f : index.files) files.emplace(f.name, &f);
   for (const IndexTensor& t : index.tensors) {
     for (size_t k = 0; k < t.shards.size(); ++k) {
       const IndexShard& s = t.shards[k];
-      if (!IsEntryName(s.entry, t.key, t.sharded, k)) {
-        const std::string want = t.sharded ? absl::StrCat(t.key, "/shard-", k) : t.key;
-        return bad(absl::StrCat("key ", Quote(t.key), ": shard ", k, " names entry ", Quote(s.entry), "; expected ",
-                                Quote(want)));
+      const auto it = files.find(s.file);
+      if (it == files.end()) {
+        return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " of rank ", s.rank,
+                                              " is in file ", Quote(s.file), ", not in its rank's file"));
       }
-      auto [name, added] = file_of_rank.try_emplace(s.rank);
-      if (added) name->second = DataFileName(index.generation, s.rank);
-      if (s.file != name->second) {
-        return bad(absl::StrCat("key ", Quote(t.key), ": shard ", k, " of rank ", s.rank, " is in file ",
-                                Quote(s.file), ", not in its rank's file"));
-      }
+      SL_RETURN_IF_ERROR(internal::ValidateShardNaming(t, k, *it->second, display_name));
     }
   }
   return absl::OkStatus();
