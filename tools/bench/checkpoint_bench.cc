@@ -79,6 +79,9 @@ using shardlight::tools::bench::TimedInto;
 constexpr double kMiB = 1024.0 * 1024.0;
 constexpr double kGiB = kMiB * 1024.0;
 constexpr int64_t kChunk = int64_t{8} << 20;
+// Rows of a tensor at least: a chunk for each rank of the W=4 save and the
+// W=3 load.
+constexpr int64_t kMinRows = 12;
 
 struct Workload {
   int tensors;
@@ -304,7 +307,17 @@ int Run(int tensors) {
     std::cerr << "checkpoint_bench: bad flags (see --help)\n";
     return 2;
   }
-  Workload w{tensors, std::max<int64_t>(12, static_cast<int64_t>(gib * kGiB / (4.0 * tensors * cols))), cols};
+  Workload w{tensors, std::max<int64_t>(kMinRows, static_cast<int64_t>(gib * kGiB / (4.0 * tensors * cols))), cols};
+  if (w.total_bytes() > 2 * gib * kGiB) {
+    // The row floor would make the state many times what was asked (100000
+    // tensors of 12 x 4096 are 18 GiB, not 1): refused before any memory.
+    std::cerr << absl::StrFormat(
+        "checkpoint_bench: --tensors=%d of --cols=%d need at least %d rows each, %.2f GiB of state, not the %.3g "
+        "GiB of --gib; ask for fewer tensors, fewer --cols or more --gib, or run the small-tensor series "
+        "(several counts: --tensors=100,%d)\n",
+        tensors, cols, kMinRows, w.total_bytes() / kGiB, gib, tensors);
+    return 2;
+  }
   const std::string root = absl::GetFlag(FLAGS_dir);
   const std::string dir = root + "/ckpt", plain = root + "/plain";
   std::error_code ec;
