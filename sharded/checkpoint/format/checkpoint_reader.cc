@@ -219,12 +219,11 @@ absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& na
   // Consecutive calls mostly ask for the same file: one compare, no lookup.
   if (last_file_ != nullptr && name == last_file_->first) return last_file_->second.get();
   auto it = files_.find(name);
-  const IndexFile* expected = index_->FindFile(name);
   if (it != files_.end()) {
     last_file_ = &*it;
-    last_file_rank_ = expected->rank;  // opened through it
     return it->second.get();
   }
+  const IndexFile* expected = index_->FindFile(name);
   const std::string prefix = key.empty() ? "" : absl::StrCat("key ", Quote(key), ": ");
   if (expected == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "data file ", Quote(name), " is not in the index"));
@@ -247,15 +246,23 @@ absl::StatusOr<const File*> CheckpointReader::OpenDataFile(const std::string& na
   auto owned = std::make_unique<File>(*std::move(file));
   const File* out = owned.get();
   last_file_ = &*files_.emplace(name, std::move(owned)).first;
-  last_file_rank_ = expected->rank;
+  if (foreign_ == nullptr) {
+    // Ranks are below the world size (<= 2^20, ValidateIndex): bounded.
+    const size_t r = static_cast<size_t>(expected->rank);
+    if (file_of_rank_.size() <= r) file_of_rank_.resize(r + 1, nullptr);
+    file_of_rank_[r] = out;
+  }
   return out;
 }
 
 absl::StatusOr<const File*> CheckpointReader::OpenShard(const IndexTensor& tensor, const IndexShard& shard,
                                                          const std::string& key) {
-  // This format: the file of the shard's rank (ValidateIndex); the last file
-  // opened is it when the ranks agree, found without comparing names.
-  if (foreign_ == nullptr && last_file_ != nullptr && shard.rank == last_file_rank_) return last_file_->second.get();
+  // This format: a shard is in its rank's file (ValidateIndex), found once
+  // open without a name compared or looked up.
+  if (foreign_ == nullptr && static_cast<size_t>(shard.rank) < file_of_rank_.size() &&
+      file_of_rank_[static_cast<size_t>(shard.rank)] != nullptr) {
+    return file_of_rank_[static_cast<size_t>(shard.rank)];
+  }
   SL_ASSIGN_OR_RETURN(const File* file, OpenDataFile(shard.file, key));
   if (foreign_ == nullptr) return file;
   const auto it = foreign_shards_.find(&shard);

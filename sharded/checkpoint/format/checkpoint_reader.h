@@ -113,7 +113,8 @@ class CheckpointReader {
   std::map<std::string, std::unique_ptr<File>> files_;
   // The entry of files_ OpenDataFile returned last (map nodes stay put).
   const std::pair<const std::string, std::unique_ptr<File>>* last_file_ = nullptr;
-  int last_file_rank_ = -1;  // the rank of that file (IndexFile::rank)
+  // Our format only: the open data file of each rank (null: not open yet).
+  std::vector<const File*> file_of_rank_;
   // The shards the index places in each file.
   std::map<std::string, std::vector<std::pair<const IndexTensor*, IndexShard*>>> shards_by_file_;
   // A foreign format's shards (the index's, writable) and whether each is
