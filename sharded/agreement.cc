@@ -4,6 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "sharded/collectives.h"
 #include "sharded/no_throw.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded {
 namespace {
@@ -93,6 +94,26 @@ absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, 
   payloads.reserve(verdicts.size());
   for (Decoded& v : verdicts) payloads.push_back(std::move(v.rest));
   return payloads;
+}
+
+absl::StatusOr<std::vector<std::string>> AgreeAndGatherTo(c10d::ProcessGroup& pg, int root, const Verdict& mine,
+                                                          const AgreementContext& context) {
+  const Verdict head{mine.status, mine.fingerprint, std::to_string(mine.payload.size())};
+  SL_ASSIGN_OR_RETURN(const std::vector<std::string> sizes, AgreeAndGather(pg, head, context));
+  std::vector<int64_t> lengths(sizes.size());
+  for (size_t r = 0; r < sizes.size(); ++r) {
+    if (!absl::SimpleAtoi(sizes[r], &lengths[r]) || lengths[r] < 0) {
+      // Every rank decodes the same verdicts, so every rank fails alike.
+      return absl::InternalError(absl::StrCat(context.op, ": rank ", r, " sent a malformed payload length"));
+    }
+  }
+  auto all = NoThrow([&] { return GatherStrings(pg, mine.payload, lengths, root); });
+  if (!all.ok()) {
+    return absl::Status(all.status().code() == absl::StatusCode::kInvalidArgument ? absl::StatusCode::kInternal
+                                                                                   : absl::StatusCode::kUnavailable,
+                        absl::StrCat(context.op, ": ranks could not agree (", all.status().message(), ")"));
+  }
+  return all;
 }
 
 std::optional<int> AgreedFailingRank(const absl::Status& status) {

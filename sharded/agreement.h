@@ -48,6 +48,16 @@ struct AgreementContext {
 absl::StatusOr<std::vector<std::string>> AgreeAndGather(c10d::ProcessGroup& pg, const Verdict& mine,
                                                         const AgreementContext& context);
 
+// Collective: the same verdict, but the payloads reach rank `root` only (the
+// others return an empty vector when all agree): for what one rank
+// assembles, such as a save's shard records, whose sum grows with the world
+// size. No rank but the root holds more than its own payload. Two exchanges:
+// the verdicts with each payload's length, then one gather of the bytes; a
+// failure of the gather (a peer that died in between) is Unavailable naming
+// `op` on the ranks that see it, as a failed exchange above.
+absl::StatusOr<std::vector<std::string>> AgreeAndGatherTo(c10d::ProcessGroup& pg, int root, const Verdict& mine,
+                                                          const AgreementContext& context);
+
 // The rank an agreed error names as failing: the first "failed on rank R" in
 // its message (wrappers keep the text). What a runner of several ranks
 // reports first, whichever rank returned first.

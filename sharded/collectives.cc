@@ -1,5 +1,6 @@
 #include "sharded/collectives.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "sharded/compat/c10d_compat.h"
@@ -44,6 +45,41 @@ absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg
   for (int r = 0; r < w; ++r) {
     const int64_t n = len_out[0][r].item<int64_t>();
     all[r].assign(static_cast<const char*>(out[0][r].data_ptr()), n);
+  }
+  return all;
+}
+
+absl::StatusOr<std::vector<std::string>> GatherStrings(c10d::ProcessGroup& pg, const std::string& mine,
+                                                       const std::vector<int64_t>& lengths, int root) {
+  const int w = pg.getSize();
+  const int rank = pg.getRank();
+  if (static_cast<int>(lengths.size()) != w || root < 0 || root >= w ||
+      lengths[static_cast<size_t>(rank)] != static_cast<int64_t>(mine.size())) {
+    return absl::InvalidArgumentError(absl::StrCat("gather of strings: ", lengths.size(), " lengths for ", w,
+                                                   " ranks, root ", root, ", this rank's string of ", mine.size(),
+                                                   " bytes"));
+  }
+  int64_t max_len = 1;  // Gloo wants non-empty buffers
+  for (int64_t n : lengths) max_len = std::max(max_len, n);
+  std::vector<at::Tensor> in = {at::empty({max_len}, at::kByte)};
+  char* bytes = static_cast<char*>(in[0].data_ptr());
+  std::memcpy(bytes, mine.data(), mine.size());
+  std::memset(bytes + mine.size(), 0, static_cast<size_t>(max_len) - mine.size());
+  std::vector<std::vector<at::Tensor>> out;
+  if (rank == root) {
+    out.resize(1);
+    for (int r = 0; r < w; ++r) out[0].push_back(at::empty({max_len}, at::kByte));
+  }
+  c10d::GatherOptions options;
+  options.rootRank = root;
+  absl::Status s = RunCollective(pg, "gather of bytes", [&] { return pg.gather(out, in, options); });
+  if (!s.ok()) return s;
+  std::vector<std::string> all;
+  if (rank != root) return all;
+  all.resize(static_cast<size_t>(w));
+  for (int r = 0; r < w; ++r) {
+    all[r].assign(static_cast<const char*>(out[0][r].data_ptr()), static_cast<size_t>(lengths[r]));
+    out[0][r] = at::Tensor();  // freed as it is copied: the root holds about one copy at a time
   }
   return all;
 }

@@ -26,6 +26,16 @@ namespace shardlight::sharded {
 absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg,
                                                           const std::string& mine);
 
+// Every rank contributes `mine`, whose length is lengths[its rank] (every
+// rank passes the same `lengths`, as an agreement gave them); rank `root`
+// receives all ranks' strings in rank order, the others an empty vector. One
+// gather of the bytes padded to the longest: the root holds the world's
+// strings, no other rank more than its own. InvalidArgument (before any
+// collective) when `lengths` does not have one length per rank or disagrees
+// with `mine`.
+absl::StatusOr<std::vector<std::string>> GatherStrings(c10d::ProcessGroup& pg, const std::string& mine,
+                                                       const std::vector<int64_t>& lengths, int root);
+
 // Variable-size all-to-all over raw bytes: rank r receives send_counts[r]
 // bytes from this rank's `send` (concatenated in rank order) and this rank
 // receives recv_counts[s] bytes from rank s into `recv`. Both tensors are

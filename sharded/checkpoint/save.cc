@@ -440,8 +440,9 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
   });
   const std::chrono::duration<double> data_time = std::chrono::steady_clock::now() - data_started;
 
-  // Step 3: ranks agree every file is durable and share their shard records.
-  SL_ASSIGN_OR_RETURN(const std::vector<std::string> records, AgreeAndGather(pg, {mine, 0, payload}, context));
+  // Step 3: ranks agree every file is durable and send rank 0 their shard
+  // records (no other rank holds every rank's).
+  SL_ASSIGN_OR_RETURN(const std::vector<std::string> records, AgreeAndGatherTo(pg, 0, {mine, 0, payload}, context));
 
   // Step 4: each rank moves its file to its final name; still invisible, as
   // no index names it yet. From here on a failure leaves it for the next

@@ -100,6 +100,63 @@ TEST_P(CollectivesTest, GatherToRootOnly) {
   }
 }
 
+// Payloads of uneven lengths (an empty one, one far longer than the rest)
+// reach the root only, whole and in rank order; every other rank gets none.
+TEST_P(CollectivesTest, AgreeAndGatherToGivesTheRootEveryPayloadAndOthersNone) {
+  const int w = GetParam();
+  auto payload_of = [](int rank) {
+    if (rank == 1) return std::string();
+    std::string p(rank == 0 ? 300000 : 10 + rank, static_cast<char>('a' + rank % 26));
+    p.back() = '\n';
+    return p;
+  };
+  for (const int root : {0, w - 1}) {
+    SimulatedCluster cluster(w, FastOptions());
+    auto results = cluster.Run([&](RankContext& ctx) {
+      return sharded::AgreeAndGatherTo(*ctx.pg, root, {absl::OkStatus(), 7, payload_of(ctx.rank)}, {"records"});
+    });
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (int r = 0; r < w; ++r) {
+      const std::vector<std::string>& got = (*results)[r];
+      if (r != root) {
+        EXPECT_TRUE(got.empty()) << "rank " << r;
+        continue;
+      }
+      ASSERT_EQ(got.size(), static_cast<size_t>(w));
+      for (int s = 0; s < w; ++s) EXPECT_EQ(got[s], payload_of(s)) << "payload of rank " << s;
+    }
+  }
+}
+
+// A failing rank's error, and disagreeing fingerprints, reach every rank
+// before any payload moves.
+TEST_P(CollectivesTest, AgreeAndGatherToAgreesFirst) {
+  const int w = GetParam();
+  if (w < 2) GTEST_SKIP() << "needs two ranks";
+  SimulatedCluster cluster(w, FastOptions());
+  // Each rank's outcome as (code, message): a rank's error is the value.
+  auto outcome = [](const absl::Status& s) { return std::make_pair(s.code(), std::string(s.message())); };
+  auto results = cluster.Run([&](RankContext& ctx) {
+    const absl::Status mine = ctx.rank == w - 1 ? absl::DataLossError("disk gone") : absl::OkStatus();
+    return outcome(sharded::AgreeAndGatherTo(*ctx.pg, 0, {mine, 0, std::string(100, 'x')}, {"save"}).status());
+  });
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (const auto& [code, message] : *results) {
+    EXPECT_EQ(code, absl::StatusCode::kDataLoss);
+    EXPECT_EQ(message, absl::StrCat("save failed on rank ", w - 1, ": disk gone"));
+  }
+  results = cluster.Run([&](RankContext& ctx) {
+    const uint64_t fingerprint = ctx.rank == 1 ? 2 : 1;
+    return outcome(sharded::AgreeAndGatherTo(*ctx.pg, 0, {absl::OkStatus(), fingerprint, "p"}, {"save", "plan"})
+                       .status());
+  });
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (const auto& [code, message] : *results) {
+    EXPECT_EQ(code, absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(message, HasSubstr("ranks disagree on the plan: rank 0 and rank 1"));
+  }
+}
+
 TEST_P(CollectivesTest, ScatterFromRootGivesEachRankItsSlice) {
   const int w = GetParam();
   SimulatedCluster cluster(w, FastOptions());

@@ -62,12 +62,18 @@ absl::StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& dir, 
     return absl::NotFoundError(absl::StrCat("no checkpoint at '", dir, "': ", kIndexFileName, " is missing"));
   }
   SL_ASSIGN_OR_RETURN(auto text, ReadIndexText(storage, dir));
-  auto index = ParseIndex(text, path);
+  // ParseIndex in its two halves, the text freed between them: the decoded
+  // index no longer points into it, and at many ranks and shards the text is
+  // a third of what a rank holds at this peak.
+  auto index = DecodeIndex(text, path);
+  const int64_t index_bytes = static_cast<int64_t>(text.size());
+  std::string().swap(text);
   if (!index.ok()) return index.status();
+  SL_RETURN_IF_ERROR(ValidateIndex(*index, path));
   CheckpointReader reader;
   reader.storage_ = &storage;
   reader.dir_ = dir;
-  reader.index_bytes_ = static_cast<int64_t>(text.size());
+  reader.index_bytes_ = index_bytes;
   reader.index_ = std::make_unique<CheckpointIndex>(*std::move(index));  // its lookup tables move along
   reader.IndexShardsByFile();
   return reader;

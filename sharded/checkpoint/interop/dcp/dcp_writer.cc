@@ -367,8 +367,8 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
     return storage.SyncDirectory(dir);
   });
 
-  // Step 3: the ranks agree every file is durable and share their chunks.
-  SL_ASSIGN_OR_RETURN(const std::vector<std::string> all, AgreeAndGather(pg, {mine, 0, records}, context));
+  // Step 3: the ranks agree every file is durable and send rank 0 their chunks.
+  SL_ASSIGN_OR_RETURN(const std::vector<std::string> all, AgreeAndGatherTo(pg, 0, {mine, 0, records}, context));
 
   // Step 4: rank 0 commits .metadata last, then removes stale data files.
   mine = absl::OkStatus();
