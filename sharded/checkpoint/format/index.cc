@@ -73,7 +73,7 @@ absl::Status BadKey(const std::string& index_name, const std::string& key, const
 // place; false means "not sure": ShardedTensorMetadata::Validate then
 // decides, and says what is wrong.
 bool SurelyTiles(const IndexTensor& t, int64_t total) {
-  constexpr size_t kFewShards = 8;
+  constexpr size_t kFewShards = 16;  // 120 pairs at most: cheaper than building the metadata
   constexpr size_t kFewDims = 8;  // within what Validate accepts
   const size_t dims = t.shape.size();
   if (t.shards.empty() || t.shards.size() > kFewShards || dims > kFewDims) return false;
