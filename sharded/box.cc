@@ -4,7 +4,7 @@
 
 namespace shardlight::sharded {
 
-Box Box::Whole(const std::vector<int64_t>& sizes) { return Box{std::vector<int64_t>(sizes.size(), 0), sizes}; }
+Box Box::Whole(absl::Span<const int64_t> sizes) { return Box{Dims(sizes.size(), 0), Dims(sizes.begin(), sizes.end())}; }
 
 int64_t Box::NumElements() const {
   int64_t n = 1;
@@ -14,7 +14,7 @@ int64_t Box::NumElements() const {
 
 std::optional<Box> Intersect(const Box& a, const Box& b) {
   const size_t n = a.offsets.size();
-  Box out{std::vector<int64_t>(n), std::vector<int64_t>(n)};
+  Box out{Dims(n), Dims(n)};
   for (size_t d = 0; d < n; ++d) {
     const int64_t lo = std::max(a.offsets[d], b.offsets[d]);
     const int64_t hi = std::min(a.offsets[d] + a.sizes[d], b.offsets[d] + b.sizes[d]);

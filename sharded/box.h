@@ -9,19 +9,29 @@
 #include <optional>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
+
 namespace shardlight::sharded {
 
+// Per-dim values of a box, inline up to 4 dims (no heap block for the
+// common case: a checkpoint index holds one box per shard).
+using Dims = absl::InlinedVector<int64_t, 4>;
+
 struct Box {
-  std::vector<int64_t> offsets;
-  std::vector<int64_t> sizes;
+  Dims offsets;
+  Dims sizes;
 
   // The whole of a tensor of `sizes`: zero offsets.
-  static Box Whole(const std::vector<int64_t>& sizes);
+  static Box Whole(absl::Span<const int64_t> sizes);
   // The product of the sizes (1 for a 0-d box).
   int64_t NumElements() const;
 
   friend bool operator==(const Box& a, const Box& b) { return a.offsets == b.offsets && a.sizes == b.sizes; }
 };
+
+// Whether two lists of dims hold the same values (either container).
+inline bool SameDims(absl::Span<const int64_t> a, absl::Span<const int64_t> b) { return a == b; }
 
 // The common part of two boxes of the same rank of dims; nullopt when it is
 // empty. Two 0-d boxes intersect in their one element.

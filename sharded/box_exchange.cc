@@ -21,9 +21,9 @@ struct Transfer {
 };
 
 // Views a contiguous slice of a typed buffer as the region's shape.
-at::Tensor Slot(const at::Tensor& buffer, int64_t element_offset, const std::vector<int64_t>& sizes,
+at::Tensor Slot(const at::Tensor& buffer, int64_t element_offset, absl::Span<const int64_t> sizes,
                 int64_t elements) {
-  return buffer.narrow(0, element_offset, elements).view(sizes);
+  return buffer.narrow(0, element_offset, elements).view(at::IntArrayRef(sizes.data(), sizes.size()));
 }
 
 // Bytes of a typed 1-d buffer, without a copy.

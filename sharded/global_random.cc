@@ -27,8 +27,8 @@ double GlobalRandomValue(uint64_t seed, uint64_t index, RandomKind kind) {
   return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
 }
 
-void FillGlobalRandom(at::Tensor& out, const std::vector<int64_t>& offsets,
-                      const std::vector<int64_t>& global_sizes, uint64_t seed, RandomKind kind) {
+void FillGlobalRandom(at::Tensor& out, absl::Span<const int64_t> offsets,
+                      absl::Span<const int64_t> global_sizes, uint64_t seed, RandomKind kind) {
   at::NoGradGuard no_grad;
   const int64_t n = out.numel();
   if (n == 0) return;

@@ -11,14 +11,16 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/types/span.h"
+
 namespace shardlight::sharded {
 
 enum class RandomKind { kUniform, kNormal };  // U[0, 1) and N(0, 1)
 
 // Fills `out` (which holds the box at `offsets` of a tensor of
 // `global_sizes`; float32/float64/bfloat16) with values for its elements.
-void FillGlobalRandom(at::Tensor& out, const std::vector<int64_t>& offsets,
-                      const std::vector<int64_t>& global_sizes, uint64_t seed, RandomKind kind);
+void FillGlobalRandom(at::Tensor& out, absl::Span<const int64_t> offsets,
+                      absl::Span<const int64_t> global_sizes, uint64_t seed, RandomKind kind);
 
 // The value for one global linear index, as FillGlobalRandom computes it.
 double GlobalRandomValue(uint64_t seed, uint64_t index, RandomKind kind);

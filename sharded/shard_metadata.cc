@@ -76,11 +76,11 @@ absl::Status CheckNoOverlap(const ShardedTensorMetadata& m, const std::vector<in
 
 }  // namespace
 
-std::string ShapeToString(const std::vector<int64_t>& shape) {
+std::string ShapeToString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
-absl::StatusOr<int64_t> CheckedNumElements(const std::vector<int64_t>& sizes) {
+absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> sizes) {
   int64_t n = 1;
   for (int64_t s : sizes) {
     if (s < 0) return absl::InvalidArgumentError(absl::StrCat("negative size in ", ShapeToString(sizes)));

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "sharded/box.h"
 #include "sharded/placement.h"
 
@@ -29,8 +30,8 @@ namespace shardlight::sharded {
 struct ShardMetadata : Box {
   ShardMetadata() = default;
   ShardMetadata(Box box, Placement where) : Box(std::move(box)), placement(std::move(where)) {}
-  ShardMetadata(std::vector<int64_t> offsets, std::vector<int64_t> sizes, Placement where)
-      : Box{std::move(offsets), std::move(sizes)}, placement(std::move(where)) {}
+  ShardMetadata(absl::Span<const int64_t> offsets, absl::Span<const int64_t> sizes, Placement where)
+      : Box{Dims(offsets.begin(), offsets.end()), Dims(sizes.begin(), sizes.end())}, placement(std::move(where)) {}
 
   Placement placement;
 
@@ -73,10 +74,10 @@ struct ShardedTensorMetadata {
 };
 
 // Formats a shape as "[2, 3]".
-std::string ShapeToString(const std::vector<int64_t>& shape);
+std::string ShapeToString(absl::Span<const int64_t> shape);
 
 // Product of the sizes; InvalidArgument on negative sizes or int64 overflow.
-absl::StatusOr<int64_t> CheckedNumElements(const std::vector<int64_t>& sizes);
+absl::StatusOr<int64_t> CheckedNumElements(absl::Span<const int64_t> sizes);
 
 }  // namespace shardlight::sharded
 

@@ -13,7 +13,7 @@ namespace {
 using ::testing::HasSubstr;
 
 ShardMetadata S(std::vector<int64_t> off, std::vector<int64_t> size, int rank) {
-  return ShardMetadata{{std::move(off), std::move(size)}, Placement::Cpu(rank)};
+  return ShardMetadata(off, size, Placement::Cpu(rank));
 }
 
 ShardedTensorMetadata M(std::vector<int64_t> sizes, std::vector<ShardMetadata> shards) {
@@ -117,9 +117,9 @@ TEST(ChunkShardingSpecTest, BuildsValidatedMetadataWithNegativeDim) {
   auto m = BuildMetadata(ChunkShardingSpec::OnRanks(-1, 4), {2, 6}, {}, 4);
   ASSERT_TRUE(m.ok()) << m.status();
   ASSERT_EQ(m->shards.size(), 4u);
-  EXPECT_EQ(m->shards[3].offsets, (std::vector<int64_t>{0, 6}));
-  EXPECT_EQ(m->shards[3].sizes, (std::vector<int64_t>{2, 0}));
-  EXPECT_EQ(m->shards[1].sizes, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(m->shards[3].offsets, (::shardlight::sharded::Dims{0, 6}));
+  EXPECT_EQ(m->shards[3].sizes, (::shardlight::sharded::Dims{2, 0}));
+  EXPECT_EQ(m->shards[1].sizes, (::shardlight::sharded::Dims{2, 2}));
 }
 
 TEST(ChunkShardingSpecTest, BadSpecsAreNamed) {

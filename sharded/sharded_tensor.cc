@@ -32,7 +32,7 @@ absl::Status CheckLocalShard(const Shard& shard, const std::string& what, int ra
                                                    " but was given to rank ", rank));
   }
   const std::vector<int64_t> tensor_sizes = shard.tensor.sizes().vec();
-  if (tensor_sizes != m.sizes) {
+  if (!SameDims(tensor_sizes, m.sizes)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": tensor sizes ", ShapeToString(tensor_sizes),
                                                    " differ from its metadata sizes ", ShapeToString(m.sizes)));
   }
@@ -59,9 +59,10 @@ absl::Status CheckLocalShard(const Shard& shard, const std::string& what, int ra
 //   <global sizes>
 //   <dtype> <requires_grad> <layout> <memory_format>
 //   one line per shard: <offsets>;<sizes>;<placement>
-std::string JoinInts(const std::vector<int64_t>& v) { return absl::StrJoin(v, ","); }
+std::string JoinInts(absl::Span<const int64_t> v) { return absl::StrJoin(v, ","); }
 
-bool SplitInts(absl::string_view text, std::vector<int64_t>* out) {
+template <typename Ints>
+bool SplitInts(absl::string_view text, Ints* out) {
   out->clear();
   if (text.empty()) return true;
   for (absl::string_view part : absl::StrSplit(text, ',')) {

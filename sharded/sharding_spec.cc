@@ -46,7 +46,7 @@ absl::StatusOr<ShardedTensorMetadata> BuildMetadata(const ShardingSpec& spec,
     for (size_t i = 0; i < ranges.size(); ++i) {
       ShardMetadata s;
       s.offsets.assign(ndim, 0);
-      s.sizes = sizes;
+      s.sizes.assign(sizes.begin(), sizes.end());
       s.offsets[dim] = ranges[i].first;
       s.sizes[dim] = ranges[i].second;
       s.placement = chunk->placements[i];

@@ -70,7 +70,7 @@ struct Record {
   const std::string* file = nullptr;  // the IndexFile's name
   std::string entry;
   int64_t begin = 0, end = 0;
-  std::vector<uint32_t> crcs;
+  BlockCrcs crcs;
   bool taken = false;
 };
 
@@ -181,7 +181,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
       t.shape = dense->sizes().vec();
       IndexShard s;
       s.offsets.assign(t.shape.size(), 0);
-      s.sizes = t.shape;
+      s.sizes.assign(t.shape.begin(), t.shape.end());
       s.rank = 0;
       SL_RETURN_IF_ERROR(take(key, -1, 0, &s));
       t.shards.push_back(std::move(s));

@@ -18,7 +18,7 @@
 namespace shardlight::sharded::mesh {
 namespace {
 
-std::string SizesString(const std::vector<int64_t>& sizes) { return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]"); }
+std::string SizesString(absl::Span<const int64_t> sizes) { return absl::StrCat("[", absl::StrJoin(sizes, ", "), "]"); }
 
 // The fingerprint ranks compare before a collective on a mesh tensor.
 uint64_t LayoutFingerprint(const DeviceMesh& mesh, const std::vector<int64_t>& sizes, c10::ScalarType dtype,
@@ -310,7 +310,7 @@ absl::StatusOr<MeshTensor> MeshTensor::FromLocal(at::Tensor local, MeshPtr mesh,
   if (verdict.ok() && !local.defined()) verdict = absl::InvalidArgumentError("local tensor is undefined");
   if (verdict.ok()) {
     const Box box = MeshLocalBox(mesh->shape(), mesh->coords(), placements, global_sizes);
-    if (local.sizes().vec() != box.sizes) {
+    if (!SameDims(local.sizes().vec(), box.sizes)) {
       verdict = absl::InvalidArgumentError(absl::StrCat("local tensor of sizes ", SizesString(local.sizes().vec()),
                                                         " does not match its box ", SizesString(box.sizes),
                                                         " of ", SizesString(global_sizes), " under ",

@@ -74,8 +74,8 @@ std::vector<std::string> InspectRow(const IndexTensor& t, int64_t* bytes, std::s
   }
   if (valid.ok() && t.sharded) valid = t.Metadata().Validate();
   if (valid.ok() && !t.sharded &&
-      (t.shards.size() != 1 || t.shards[0].sizes != t.shape ||
-       t.shards[0].offsets != std::vector<int64_t>(t.shape.size(), 0))) {
+      (t.shards.size() != 1 || !sharded::SameDims(t.shards[0].sizes, t.shape) ||
+       !sharded::SameDims(t.shards[0].offsets, std::vector<int64_t>(t.shape.size(), 0)))) {
     valid = absl::InvalidArgumentError("a dense tensor needs exactly one shard covering it");
   }
   std::string coverage = "(invalid)";

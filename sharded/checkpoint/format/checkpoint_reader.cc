@@ -164,7 +164,7 @@ absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expe
     const std::string what =
         absl::StrCat(kOwnKeyMark, "key ", Quote(tensor->key), ": data file ", name, ": entry ", Quote(shard->entry));
     if (e == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing from the file's header"));
-    if (e->dtype != DtypeName(tensor->dtype) || e->shape != shard->sizes ||
+    if (e->dtype != DtypeName(tensor->dtype) || !SameDims(e->shape, shard->sizes) ||
         header->data_start() + e->begin != shard->begin || header->data_start() + e->end != shard->end) {
       return absl::InvalidArgumentError(absl::StrCat(
           what, " disagrees with the index: header has ", e->dtype, " ", ShapeToString(e->shape), " at bytes [",
@@ -306,7 +306,7 @@ EntrySource CheckpointReader::SourceOf(const IndexTensor& tensor, const IndexSha
   src.dim_order = shard.dim_order;
   src.begin = shard.begin;
   src.block_bytes = index_->block_bytes;
-  src.block_crcs = foreign_ != nullptr ? nullptr : &shard.block_crcs;
+  src.block_crcs = foreign_ != nullptr ? nullptr : shard.block_crcs.data();
   return src;
 }
 

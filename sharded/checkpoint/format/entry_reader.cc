@@ -39,8 +39,8 @@ std::string Where(const EntrySource& src) {
 // An entry stored over permuted dims, seen as the row-major entry it is:
 // every box and destination in its stored dim order.
 struct Permuted {
-  Permuted(const EntrySource& src, const std::vector<int64_t>& region_offsets,
-           const std::vector<int64_t>& region_sizes)
+  Permuted(const EntrySource& src, absl::Span<const int64_t> region_offsets,
+           absl::Span<const int64_t> region_sizes)
       : source(src), source_order(src.dim_order.begin(), src.dim_order.end()) {
     for (int64_t d : src.dim_order) {
       offsets.push_back(src.offsets[d]);
@@ -52,7 +52,7 @@ struct Permuted {
     source.sizes = sizes;
     source.dim_order = {};
   }
-  std::vector<int64_t> Order(const std::vector<int64_t>& v) const {
+  std::vector<int64_t> Order(absl::Span<const int64_t> v) const {
     std::vector<int64_t> out;
     for (int64_t d : source_order) out.push_back(v[d]);
     return out;
@@ -93,7 +93,7 @@ int64_t EntryReader::Budget(const EntrySource& src) {
 
 absl::Status EntryReader::CheckBlock(const EntrySource& src, int64_t block, const char* data, int64_t n) const {
   const bool checked = src.block_crcs != nullptr;
-  if (checked && Crc32c(data, static_cast<size_t>(n)) != (*src.block_crcs)[static_cast<size_t>(block)]) {
+  if (checked && Crc32c(data, static_cast<size_t>(n)) != src.block_crcs[block]) {
     return absl::DataLossError(absl::StrCat(Where(src), ": checksum mismatch in block ", block, " (entry bytes [",
                                             block * src.block_bytes, ", ", block * src.block_bytes + n,
                                             ")): the file is corrupt"));
@@ -238,8 +238,8 @@ absl::Status EntryReader::Walk(const EntrySource& src, const std::vector<int64_t
   return absl::OkStatus();
 }
 
-absl::Status EntryReader::Copy(const EntrySource& src, const at::Tensor& dst, const std::vector<int64_t>& dst_offsets,
-                               const std::vector<int64_t>& region_offsets, const std::vector<int64_t>& region_sizes) {
+absl::Status EntryReader::Copy(const EntrySource& src, const at::Tensor& dst, absl::Span<const int64_t> dst_offsets,
+                               absl::Span<const int64_t> region_offsets, absl::Span<const int64_t> region_sizes) {
   if (dst.scalar_type() != src.dtype) {
     return absl::InternalError(absl::StrCat(Where(src), ": destination dtype ", c10::toString(dst.scalar_type()),
                                             " differs from the entry's ", c10::toString(src.dtype)));
@@ -292,14 +292,14 @@ absl::Status EntryReader::Copy(const EntrySource& src, const at::Tensor& dst, co
     view = view.narrow(static_cast<int64_t>(d), region_offsets[d] - dst_offsets[d], region_sizes[d]);
   }
   at::NoGradGuard no_grad;  // filling parameters in place is not an autograd op
-  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel, region_sizes, view,
+  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel, {region_sizes.begin(), region_sizes.end()}, view,
               /*verify_only=*/false);
 }
 
 char* EntryReader::WholeEntryDestination(const EntrySource& src, const at::Tensor& dst,
-                                         const std::vector<int64_t>& dst_offsets,
-                                         const std::vector<int64_t>& region_offsets,
-                                         const std::vector<int64_t>& region_sizes) {
+                                         absl::Span<const int64_t> dst_offsets,
+                                         absl::Span<const int64_t> region_offsets,
+                                         absl::Span<const int64_t> region_sizes) {
   const size_t dims = src.sizes.size();
   if (!src.dim_order.empty()) return nullptr;  // not one run of a row-major destination
   if (dst.scalar_type() != src.dtype || !dst.is_cpu() || !dst.is_contiguous() || static_cast<size_t>(dst.dim()) != dims ||
@@ -373,8 +373,8 @@ absl::Status EntryReader::CopyAdjacent(absl::Span<const EntryRun> runs, size_t* 
   return absl::OkStatus();
 }
 
-absl::Status EntryReader::Verify(const EntrySource& src, const std::vector<int64_t>& region_offsets,
-                                 const std::vector<int64_t>& region_sizes) {
+absl::Status EntryReader::Verify(const EntrySource& src, absl::Span<const int64_t> region_offsets,
+                                 absl::Span<const int64_t> region_sizes) {
   const size_t dims = src.sizes.size();
   if (region_offsets.size() != dims || region_sizes.size() != dims) {
     return absl::InternalError(absl::StrCat(Where(src), ": region has the wrong number of dims"));
@@ -391,7 +391,7 @@ absl::Status EntryReader::Verify(const EntrySource& src, const std::vector<int64
       return absl::InternalError(absl::StrCat(Where(src), ": region lies outside the entry"));
     }
   }
-  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel, region_sizes, at::Tensor(),
+  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel, {region_sizes.begin(), region_sizes.end()}, at::Tensor(),
               /*verify_only=*/true);
 }
 

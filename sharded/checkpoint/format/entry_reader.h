@@ -60,7 +60,8 @@ struct EntrySource {
   int64_t block_bytes = 0;
   // CRC32C of each block; null for an entry of a format without checksums
   // (PyTorch DCP): its blocks are then only the unit of reading.
-  const std::vector<uint32_t>* block_crcs = nullptr;
+  // Points at the first of them (one per block).
+  const uint32_t* block_crcs = nullptr;
 };
 
 // A whole entry bound for one run of contiguous CPU memory (its bytes).
@@ -85,17 +86,17 @@ class EntryReader {
   // Copies the box (region_offsets, region_sizes), in global coordinates and
   // inside both boxes, from `src` into `dst`, a tensor holding the box at
   // `dst_offsets` (any layout, any device; same dtype as the entry).
-  absl::Status Copy(const EntrySource& src, const at::Tensor& dst, const std::vector<int64_t>& dst_offsets,
-                    const std::vector<int64_t>& region_offsets, const std::vector<int64_t>& region_sizes);
+  absl::Status Copy(const EntrySource& src, const at::Tensor& dst, absl::Span<const int64_t> dst_offsets,
+                    absl::Span<const int64_t> region_offsets, absl::Span<const int64_t> region_sizes);
 
   // Where the box (region_offsets, region_sizes) of `dst` starts when the box
   // is the whole entry and one run of `dst`, a contiguous CPU tensor of the
   // entry's dtype: then the entry can be read with its neighbours
   // (CopyAdjacent). Else null.
   static char* WholeEntryDestination(const EntrySource& src, const at::Tensor& dst,
-                                     const std::vector<int64_t>& dst_offsets,
-                                     const std::vector<int64_t>& region_offsets,
-                                     const std::vector<int64_t>& region_sizes);
+                                     absl::Span<const int64_t> dst_offsets,
+                                     absl::Span<const int64_t> region_offsets,
+                                     absl::Span<const int64_t> region_sizes);
 
   // Copies whole entries that lie back to back in one file (each begins
   // where the one before ends, as a save writes them) with one read per
@@ -105,8 +106,8 @@ class EntryReader {
   absl::Status CopyAdjacent(absl::Span<const EntryRun> runs, size_t* failed);
 
   // Reads and checks exactly the blocks Copy would read; writes nothing.
-  absl::Status Verify(const EntrySource& src, const std::vector<int64_t>& region_offsets,
-                      const std::vector<int64_t>& region_sizes);
+  absl::Status Verify(const EntrySource& src, absl::Span<const int64_t> region_offsets,
+                      absl::Span<const int64_t> region_sizes);
 
   int64_t buffer_capacity() const { return capacity_; }
 

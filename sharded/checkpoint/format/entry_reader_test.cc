@@ -78,7 +78,7 @@ EntrySource SourceOf(const Written& w, size_t i) {
   s.sizes = absl::MakeConstSpan(w.tensors[i].sizes().data(), w.tensors[i].sizes().size());
   s.begin = w.layout.entries[i].begin;
   s.block_bytes = kBlock;
-  s.block_crcs = &w.layout.entries[i].block_crcs;
+  s.block_crcs = w.layout.entries[i].block_crcs.data();
   return s;
 }
 

@@ -272,11 +272,68 @@ TEST(IndexTest, SerializeThenParseRoundTrips) {
   EXPECT_EQ(parsed->block_bytes, 64);
   ASSERT_NE(parsed->Find("w"), nullptr);
   EXPECT_TRUE(parsed->Find("w")->sharded);
-  EXPECT_EQ(parsed->Find("w")->shards[1].block_crcs, (std::vector<uint32_t>{3, 4}));
-  EXPECT_EQ(parsed->Find("b")->shards[0].block_crcs, (std::vector<uint32_t>{0xdeadbeef}));
+  EXPECT_EQ(parsed->Find("w")->shards[1].block_crcs, (BlockCrcs{3, 4}));
+  EXPECT_EQ(parsed->Find("b")->shards[0].block_crcs, (BlockCrcs{0xdeadbeef}));
   EXPECT_EQ(parsed->Find("b")->dtype, c10::ScalarType::Long);
   EXPECT_EQ(parsed->FindFile("data-0123456789abcdef-r00001.safetensors")->rank, 1);
   EXPECT_EQ(parsed->Find("nope"), nullptr);
+}
+
+// Whether `p` points into the `size` bytes of `object`.
+bool Inside(const void* p, const void* object, size_t size) {
+  const auto* b = static_cast<const char*>(object);
+  const auto* q = static_cast<const char*>(p);
+  return q >= b && q < b + size;
+}
+
+// A load decodes every shard of the index on every rank: a shard of up to 4
+// dims and 2 checksum blocks keeps its box and checksums in the record itself,
+// no heap block of its own.
+TEST(IndexTest, SmallShardsHoldTheirBoxAndChecksumsInline) {
+  auto parsed = ParseIndex(SerializeIndex(SmallIndex()), "index.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  int shards = 0;
+  for (const IndexTensor& t : parsed->tensors) {
+    for (const IndexShard& s : t.shards) {
+      EXPECT_TRUE(Inside(s.offsets.data(), &s, sizeof(s))) << t.key;
+      EXPECT_TRUE(Inside(s.sizes.data(), &s, sizeof(s))) << t.key;
+      EXPECT_TRUE(Inside(s.block_crcs.data(), &s, sizeof(s))) << t.key;
+      ++shards;
+    }
+  }
+  EXPECT_EQ(shards, 3);
+}
+
+// More dims and checksum blocks than fit inline round-trip the same.
+TEST(IndexTest, ShardsOfManyDimsAndBlocksRoundTrip) {
+  CheckpointIndex index;
+  index.world_size = 2;
+  index.generation = "0123456789abcdef";
+  index.block_bytes = 64;
+  index.files = {{"data-0123456789abcdef-r00000.safetensors", 0, 1000, 200},
+                 {"data-0123456789abcdef-r00001.safetensors", 1, 1000, 200}};
+  IndexTensor t;
+  t.key = "deep";
+  t.sharded = true;
+  t.dtype = c10::ScalarType::Float;
+  t.shape = {2, 1, 1, 1, 2, 40};  // 6 dims; each shard 80 floats = 5 blocks of 64 bytes
+  t.shards = {{{{0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 2, 40}}, 0, "data-0123456789abcdef-r00000.safetensors",
+               "deep/shard-0", 208, 528, {1, 2, 3, 4, 5}, {}},
+              {{{1, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 2, 40}}, 1, "data-0123456789abcdef-r00001.safetensors",
+               "deep/shard-1", 208, 528, {6, 7, 8, 9, 10}, {}}};
+  index.tensors = {t};
+  index.Reindex();
+  ASSERT_TRUE(ValidateIndex(index, "x").ok()) << ValidateIndex(index, "x");
+  auto parsed = ParseIndex(SerializeIndex(index), "index.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  const IndexTensor* deep = parsed->Find("deep");
+  ASSERT_NE(deep, nullptr);
+  ASSERT_EQ(deep->shards.size(), 2u);
+  EXPECT_EQ(deep->shards[1].offsets, (Dims{1, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(deep->shards[1].sizes, (Dims{1, 1, 1, 1, 2, 40}));
+  EXPECT_EQ(deep->shards[1].block_crcs, (BlockCrcs{6, 7, 8, 9, 10}));
+  EXPECT_EQ(deep->shards[0].block_crcs, (BlockCrcs{1, 2, 3, 4, 5}));
+  EXPECT_EQ(SerializeIndex(*parsed), SerializeIndex(index));
 }
 
 std::string Invalid(void (*edit)(CheckpointIndex&)) {

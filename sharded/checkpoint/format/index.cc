@@ -18,7 +18,7 @@ constexpr char kFormatName[] = "shardlight.checkpoint";
 
 }  // namespace
 
-void AppendCrcHex(const std::vector<uint32_t>& crcs, std::string* out) {
+void AppendCrcHex(absl::Span<const uint32_t> crcs, std::string* out) {
   static const char kHex[] = "0123456789abcdef";
   const size_t at = out->size();
   out->resize(at + crcs.size() * 8);
@@ -28,13 +28,16 @@ void AppendCrcHex(const std::vector<uint32_t>& crcs, std::string* out) {
   }
 }
 
-std::string EncodeCrcHex(const std::vector<uint32_t>& crcs) {
+std::string EncodeCrcHex(absl::Span<const uint32_t> crcs) {
   std::string out;
   AppendCrcHex(crcs, &out);
   return out;
 }
 
-bool DecodeCrcHex(absl::string_view hex, std::vector<uint32_t>* crcs) {
+namespace {
+
+template <typename Crcs>
+bool DecodeCrcs(absl::string_view hex, Crcs* crcs) {
   if (hex.size() % 8 != 0) return false;
   crcs->clear();
   crcs->reserve(hex.size() / 8);
@@ -56,6 +59,11 @@ bool DecodeCrcHex(absl::string_view hex, std::vector<uint32_t>* crcs) {
   }
   return true;
 }
+
+}  // namespace
+
+bool DecodeCrcHex(absl::string_view hex, std::vector<uint32_t>* crcs) { return DecodeCrcs(hex, crcs); }
+bool DecodeCrcHex(absl::string_view hex, BlockCrcs* crcs) { return DecodeCrcs(hex, crcs); }
 
 namespace {
 
@@ -137,7 +145,7 @@ void CheckpointIndex::Reindex() {
 
 namespace {
 
-void AppendInts(std::string* out, const std::vector<int64_t>& values) {
+void AppendInts(std::string* out, absl::Span<const int64_t> values) {
   out->push_back('[');
   for (size_t i = 0; i < values.size(); ++i) absl::StrAppend(out, i ? "," : "", values[i]);
   out->push_back(']');
@@ -262,7 +270,7 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
     if (!t.sharded) {
       if (t.shards.size() != 1 || t.shards[0].offsets.size() != t.shape.size() ||
           std::any_of(t.shards[0].offsets.begin(), t.shards[0].offsets.end(), [](int64_t o) { return o != 0; }) ||
-          t.shards[0].sizes != t.shape) {
+          !SameDims(t.shards[0].sizes, t.shape)) {
         return BadKey(display_name, t.key, "a dense tensor needs exactly one shard covering it");
       }
     }

@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "sharded/box.h"
 #include "sharded/checkpoint/format/run_record.h"
 #include "sharded/shard_metadata.h"
@@ -45,6 +47,10 @@ struct IndexFile {
   int64_t header_bytes = 0;  // its safetensors header length N
 };
 
+// A shard's checksums, inline up to 2 (no heap block for a shard of at most
+// two checksum blocks, as most shards of a checkpoint of many tensors are).
+using BlockCrcs = absl::InlinedVector<uint32_t, 2>;
+
 // A shard's box of the tensor and where its bytes are.
 struct IndexShard : Box {
   int rank = 0;       // owner at save
@@ -52,7 +58,7 @@ struct IndexShard : Box {
   std::string entry;  // the entry name in that file's header
   int64_t begin = 0;  // absolute byte range in the file
   int64_t end = 0;
-  std::vector<uint32_t> block_crcs;  // CRC32C of each block_bytes block of [begin, end)
+  BlockCrcs block_crcs;  // CRC32C of each block_bytes block of [begin, end)
   // Foreign formats only (a DCP item saved as a transposed or channels_last
   // view): the bytes are row-major over these dims in this order (EntrySource).
   // Empty: row-major, as this format always writes.
@@ -96,9 +102,10 @@ struct CheckpointIndex {
 inline int64_t NumBlocks(int64_t bytes, int64_t block_bytes) { return (bytes + block_bytes - 1) / block_bytes; }
 
 // Checksums as the index spells them: 8 lowercase hex digits each.
-std::string EncodeCrcHex(const std::vector<uint32_t>& crcs);
-void AppendCrcHex(const std::vector<uint32_t>& crcs, std::string* out);
+std::string EncodeCrcHex(absl::Span<const uint32_t> crcs);
+void AppendCrcHex(absl::Span<const uint32_t> crcs, std::string* out);
 bool DecodeCrcHex(absl::string_view hex, std::vector<uint32_t>* crcs);
+bool DecodeCrcHex(absl::string_view hex, BlockCrcs* crcs);
 
 // The index's text, ending with its index_crc32c line (SealIndex).
 std::string SerializeIndex(const CheckpointIndex& index);

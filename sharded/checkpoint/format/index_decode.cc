@@ -185,7 +185,8 @@ class CanonicalShard {
     return true;
   }
   // "[]" or "[i,j,...]" with at most kMaxDims integers.
-  bool IntArray(std::vector<int64_t>* out) {
+  template <typename Ints>
+  bool IntArray(Ints* out) {
     if (!Literal("[")) return false;
     absl::InlinedVector<int64_t, 8> values;
     if (!Literal("]")) {

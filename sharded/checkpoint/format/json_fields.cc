@@ -66,8 +66,11 @@ absl::Status ReadString(JsonReader& reader, absl::string_view what, absl::string
   return absl::OkStatus();
 }
 
-absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::string_view field, size_t max_length,
-                            int64_t min, int64_t max, std::vector<int64_t>* out) {
+namespace {
+
+template <typename Ints>
+absl::Status ReadInts(JsonReader& reader, absl::string_view what, absl::string_view field, size_t max_length,
+                      int64_t min, int64_t max, Ints* out) {
   Type type;
   if (!reader.Peek(&type)) return reader.status();
   if (type != Type::kArray) {
@@ -97,6 +100,18 @@ absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::st
     return Invalid(what, field, -1, absl::StrCat(" has ", n, " elements; at most ", max_length));
   }
   return first;
+}
+
+}  // namespace
+
+absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::string_view field, size_t max_length,
+                            int64_t min, int64_t max, std::vector<int64_t>* out) {
+  return ReadInts(reader, what, field, max_length, min, max, out);
+}
+
+absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::string_view field, size_t max_length,
+                            int64_t min, int64_t max, Dims* out) {
+  return ReadInts(reader, what, field, max_length, min, max, out);
 }
 
 }  // namespace shardlight::sharded::checkpoint

@@ -12,12 +12,15 @@
 #include <cstdint>
 #include <string>
 #include "absl/strings/string_view.h"
+#include "sharded/box.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "sharded/checkpoint/format/json_stream.h"
 
 namespace shardlight::sharded::checkpoint {
+
+using ::shardlight::sharded::Dims;
 
 // "<what><field> is missing".
 absl::Status MissingField(absl::string_view what, absl::string_view field);
@@ -29,6 +32,8 @@ absl::Status ReadString(JsonReader& reader, absl::string_view what, absl::string
 // An array of integers in [min, max], at most `max_length` of them.
 absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::string_view field, size_t max_length,
                             int64_t min, int64_t max, std::vector<int64_t>* out);
+absl::Status ReadInt64Array(JsonReader& reader, absl::string_view what, absl::string_view field, size_t max_length,
+                            int64_t min, int64_t max, Dims* out);
 
 }  // namespace shardlight::sharded::checkpoint
 

@@ -27,9 +27,9 @@ EntryToWrite SourceEntry(const std::string& name, c10::ScalarType dtype, const S
   EntryToWrite e;
   e.name = name;
   e.dtype = dtype;
-  e.sizes = shard.sizes;
+  e.sizes.assign(shard.sizes.begin(), shard.sizes.end());
   e.fill = [&source, offsets = shard.offsets](const std::vector<int64_t>& off, const at::Tensor& tile) {
-    std::vector<int64_t> global = offsets;
+    std::vector<int64_t> global(offsets.begin(), offsets.end());
     for (size_t d = 0; d < global.size(); ++d) global[d] += off[d];
     return source(global, tile);
   };
@@ -109,7 +109,7 @@ absl::Status OfflineCheckpointWriter::AddSharded(const std::string& key, const S
                                                      m.placement.ToString(), " but the checkpoint is written for ",
                                                      world_size_, " ranks"));
     }
-    if (!shards[i].defined() || shards[i].sizes().vec() != m.sizes || shards[i].scalar_type() != dtype) {
+    if (!shards[i].defined() || !SameDims(shards[i].sizes().vec(), m.sizes) || shards[i].scalar_type() != dtype) {
       return absl::InvalidArgumentError(
           absl::StrCat(KeyError(key), "shard tensor ", i, " does not match shard ", m.ToString()));
     }
@@ -237,7 +237,7 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
     for (size_t e = 0; e < targets.size(); ++e) {
       targets[e]->begin = file->entries[e].begin;
       targets[e]->end = file->entries[e].end;
-      targets[e]->block_crcs = file->entries[e].block_crcs;
+      targets[e]->block_crcs.assign(file->entries[e].block_crcs.begin(), file->entries[e].block_crcs.end());
     }
     index.files.push_back({DataFileName(generation, rank), rank, file->bytes, file->header_bytes});
     totals.bytes_written += file->bytes;

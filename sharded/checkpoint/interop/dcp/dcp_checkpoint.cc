@@ -38,7 +38,7 @@ int RankOfFile(const std::string& name) {
   return rank;
 }
 
-std::string ChunkWhere(const std::string& key, const std::vector<int64_t>& offsets) {
+std::string ChunkWhere(const std::string& key, absl::Span<const int64_t> offsets) {
   return absl::StrCat("key ", Quote(key), " chunk at [", absl::StrJoin(offsets, ", "), "]");
 }
 
@@ -56,7 +56,7 @@ class DcpDataFiles : public ForeignDataFiles {
     SL_ASSIGN_OR_RETURN(const TorchSavePayload payload,
                         TorchSavePayload::Open(file, shard->begin, shard->end - shard->begin, display));
     SL_ASSIGN_OR_RETURN(const PayloadTensor t, payload.Tensor(payload.graph().root(), "its payload"));
-    if (t.dtype != tensor.dtype || t.sizes != shard->sizes) {
+    if (t.dtype != tensor.dtype || !SameDims(t.sizes, shard->sizes)) {
       return absl::InvalidArgumentError(absl::StrCat(
           display, ": the payload holds a ", DtypeName(t.dtype), " tensor of sizes ", ShapeToString(t.sizes),
           "; .metadata says ", DtypeName(tensor.dtype), " ", ShapeToString(shard->sizes)));
@@ -100,8 +100,8 @@ absl::StatusOr<CheckpointIndex> IndexOf(const DcpMetadata& md, const std::string
     it.sharded = !(t.chunks.size() == 1 && t.chunks[0].sizes == t.size);
     for (const DcpChunk& c : t.chunks) {
       IndexShard s;
-      s.offsets = c.offsets;
-      s.sizes = c.sizes;
+      s.offsets.assign(c.offsets.begin(), c.offsets.end());
+      s.sizes.assign(c.sizes.begin(), c.sizes.end());
       s.rank = std::max(ranks[c.item.file], 0);
       s.file = c.item.file;
       s.entry = absl::StrCat(t.key, "@", absl::StrJoin(c.offsets, ","));

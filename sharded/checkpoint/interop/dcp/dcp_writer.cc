@@ -134,7 +134,8 @@ absl::StatusOr<std::vector<Chunk>> ChunksOf(const StateDict& state_dict, int ran
     }
     for (const Shard& s : st.local_shards()) {
       if (s.tensor.numel() == 0) continue;
-      out.push_back({key, s.metadata.offsets, s.metadata.sizes, s.tensor});
+      out.push_back({key, {s.metadata.offsets.begin(), s.metadata.offsets.end()},
+                     {s.metadata.sizes.begin(), s.metadata.sizes.end()}, s.tensor});
     }
   }
   return out;
