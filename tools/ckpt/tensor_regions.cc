@@ -13,7 +13,8 @@ using sharded::checkpoint::IndexShard;
 absl::Status FillRegion(sharded::checkpoint::CheckpointReader& reader, sharded::checkpoint::EntryReader& entries,
                         const sharded::checkpoint::IndexTensor& t, const at::Tensor& dst,
                         const std::vector<int64_t>& dst_offsets) {
-  const sharded::Box box{sharded::Dims(dst_offsets.begin(), dst_offsets.end()), sharded::Dims(dst.sizes().begin(), dst.sizes().end())};
+  const sharded::Box box{sharded::Dims(dst_offsets.begin(), dst_offsets.end()),
+                         sharded::Dims(dst.sizes().begin(), dst.sizes().end())};
   for (const IndexShard& sh : t.shards) {
     if (sh.NumElements() == 0) continue;
     std::optional<sharded::Box> region = sharded::Intersect(sh, box);

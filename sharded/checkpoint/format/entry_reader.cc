@@ -292,7 +292,8 @@ absl::Status EntryReader::Copy(const EntrySource& src, const at::Tensor& dst, ab
     view = view.narrow(static_cast<int64_t>(d), region_offsets[d] - dst_offsets[d], region_sizes[d]);
   }
   at::NoGradGuard no_grad;  // filling parameters in place is not an autograd op
-  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel, {region_sizes.begin(), region_sizes.end()}, view,
+  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel,
+              {region_sizes.begin(), region_sizes.end()}, view,
               /*verify_only=*/false);
 }
 
@@ -391,7 +392,8 @@ absl::Status EntryReader::Verify(const EntrySource& src, absl::Span<const int64_
       return absl::InternalError(absl::StrCat(Where(src), ": region lies outside the entry"));
     }
   }
-  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel, {region_sizes.begin(), region_sizes.end()}, at::Tensor(),
+  return Walk(src, RowMajorStrides({src.sizes.begin(), src.sizes.end()}), rel,
+              {region_sizes.begin(), region_sizes.end()}, at::Tensor(),
               /*verify_only=*/true);
 }
 
