@@ -31,8 +31,8 @@ model_flags "$@"
 init=$(run_torchrun "$(mesh_size "$peer_mesh")" --no_python "$train_bin" --job=lm --mesh="$peer_mesh" --steps=1 \
   --save_at=0 --checkpoint_dir="$out/init" "${ours[@]}" 2>&1) || fail "shardlight's initial save exited $?: $init"
 "$ckpt_bin" export --prefix=model. "$out/init" "$out/init.pt" >/dev/null || fail "ckpt export failed"
-py=$(OMP_NUM_THREADS=1 run_torchrun "$(mesh_size "$peer_mesh")" "$here/lm_peer.py" --mesh="$peer_mesh" \
-  --weights="$out/init.pt" --steps="$steps" --dcp_dir="$out/dcp" --dcp_at="$at" "${peer[@]}" 2>&1) \
+py=$(OMP_NUM_THREADS=1 run_peer "$(mesh_size "$peer_mesh")" "$here/lm_peer.py" --mesh="$peer_mesh" \
+  --weights="$out/init.pt" --steps="$steps" --dcp_dir="$out/dcp" --dcp_at="$at" "${peer[@]}") \
   || fail "the PyTorch peer exited $?: $py"
 [ -f "$out/dcp/.metadata" ] || fail "the peer wrote no DCP checkpoint in $out/dcp: $py"
 losses_of peer: "$py" >"$out/peer.txt"

@@ -49,8 +49,8 @@ pair() {
     --checkpoint_dir="$dir/ckpt" --threads="$threads" --lm_dtype="$dtype" --lm_grads_dir="$dir/grads" \
     --lm_grads_steps="$grads" "${ours[@]}" 2>&1) || fail "shardlight exited $?: $sl"
   "$ckpt_bin" export --prefix=model. "$dir/ckpt" "$dir/init.pt" >/dev/null || fail "ckpt export failed"
-  py=$(OMP_NUM_THREADS=$threads run_torchrun "$n" "$here/lm_peer.py" --mesh="$mesh" --weights="$dir/init.pt" --steps="$steps" \
-    --threads="$threads" --dtype="$dtype" --grads_dir="$dir/grads" --grads_steps="$grads" "${peer[@]}" 2>&1) \
+  py=$(OMP_NUM_THREADS=$threads run_peer "$n" "$here/lm_peer.py" --mesh="$mesh" --weights="$dir/init.pt" --steps="$steps" \
+    --threads="$threads" --dtype="$dtype" --grads_dir="$dir/grads" --grads_steps="$grads" "${peer[@]}") \
     || fail "the PyTorch peer exited $?: $py"
   losses_of lm: "$sl" >"$dir/ours.txt"
   losses_of peer: "$py" >"$dir/peer.txt"
