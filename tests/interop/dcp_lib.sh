@@ -15,28 +15,14 @@ if ! "$LIBTORCH_PYTHON" -c 'import torch.distributed.checkpoint as d, torch.dist
   exit 0
 fi
 free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-# torchrun_py N SCRIPT ARGS...: a Python job of N processes on a free port.
-# A job whose process torch itself killed by a signal (once in CI, torch
-# 2.15's FSDP2 dcp.save: "terminate called without an active exception",
-# SIGABRT, not reproduced in reruns) runs once more, with a WARNING and the
-# first log on stderr; a second such death, or any other failure, is the
-# job's outcome.
-torchrun_py() {
+# dcp_torchrun N ARGS...: torchrun of N processes on a free port.
+dcp_torchrun() {
   local n=$1
   shift
-  local log="$tmp/torchrun_py.$$.log" attempt
-  for attempt in 1 2; do
-    if "$LIBTORCH_TORCHRUN" --nnodes=1 --nproc_per_node="$n" --rdzv_backend=c10d \
-        --rdzv_endpoint="127.0.0.1:$(free_port)" --rdzv_id="dcp$RANDOM" "$@" >"$log" 2>&1; then
-      cat "$log"
-      return 0
-    fi
-    if [ "$attempt" = 1 ] && grep -Eq 'exitcode *: -[0-9]+ ' "$log"; then
-      echo "WARNING: a process of the PyTorch job $* died by a signal; running the job once more. Its log:" >&2
-      cat "$log" >&2
-      continue
-    fi
-    cat "$log"
-    return 1
-  done
+  "$LIBTORCH_TORCHRUN" --nnodes=1 --nproc_per_node="$n" --rdzv_backend=c10d \
+    --rdzv_endpoint="127.0.0.1:$(free_port)" --rdzv_id="dcp$RANDOM" "$@"
 }
+# torchrun_py N SCRIPT ARGS...: a Python job of N processes, under peer.sh's
+# torchrun_once_more (a job whose process torch itself killed by a signal runs
+# once more, on a new port).
+torchrun_py() { torchrun_once_more "$tmp/torchrun_py.$$.log" dcp_torchrun "$@"; }

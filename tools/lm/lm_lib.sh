@@ -21,28 +21,10 @@ run_torchrun() {
   "$LIBTORCH_TORCHRUN" --nnodes=1 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$(free_port)" \
     --rdzv_id="lm$RANDOM" --nproc_per_node="$n" $LIBTORCH_TORCHRUN_FLAGS --log_dir="$lm_log_dir" "$@"
 }
-# run_peer N ARGS...: the PyTorch peer under run_torchrun; prints its log.
-# A job one of whose processes torch itself killed by a signal (seen once in
-# CI: torch 2.15 at the peer's exit, after its last line, "terminate called
-# without an active exception", SIGABRT; the same as tests/interop/dcp_lib.sh
-# meets in dcp.save) runs once more, with a WARNING and the first log on
-# stderr; a second such death, or any other failure, is the outcome (its exit
-# status).
-run_peer() {
-  local log attempt rc
-  for attempt in 1 2; do
-    rc=0
-    log=$(run_torchrun "$@" 2>&1) || rc=$?
-    [ "$rc" = 0 ] && { printf '%s\n' "$log"; return 0; }
-    if [ "$attempt" = 1 ] && grep -Eq 'exitcode *: -[0-9]+ ' <<<"$log"; then
-      echo "WARNING: a process of the PyTorch peer died by a signal; running it once more. Its log:" >&2
-      printf '%s\n' "$log" >&2
-      continue
-    fi
-    printf '%s\n' "$log"
-    return "$rc"
-  done
-}
+# run_peer N ARGS...: the PyTorch peer under run_torchrun (a new port on a
+# rerun), under peer.sh's torchrun_once_more: a job whose process torch itself
+# killed by a signal runs once more. Prints its log; returns its status.
+run_peer() { torchrun_once_more "$lm_log_dir.peer.log" run_torchrun "$@"; }
 strip() { sed 's/^\[default[0-9]*\]://'; }
 mesh_size() { echo $((${1%x*} * ${1#*x})); }
 # model_flags FLAG...: sets the arrays ours (train's --lm_* spelling) and peer.
