@@ -147,7 +147,7 @@ absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expe
     header_bytes_read_ += expected.header_bytes;
     // A header spelled exactly as a save writes the index's entries holds
     // exactly them: no parse needed. Anything else is parsed and checked.
-    if (text == absl::string_view(ExpectedHeader(placed, expected)).substr(8)) return absl::OkStatus();
+    if (HeaderIsAsSaved(text, placed, expected)) return absl::OkStatus();
     header = ParseSafetensorsHeader(text, *size - 8 - expected.header_bytes, expected.name);
   } else {
     header = ReadSafetensorsHeader(file, *size, expected.name, kMaxSafetensorsHeaderBytes, &header_bytes_read_);
@@ -197,14 +197,21 @@ std::map<std::string, std::string> CheckpointReader::ExpectedMetadata(const Inde
           {"rank", std::to_string(expected.rank)}};
 }
 
-std::string CheckpointReader::ExpectedHeader(const std::vector<std::pair<const IndexTensor*, IndexShard*>>& placed,
-                                             const IndexFile& expected) const {
+bool CheckpointReader::HeaderIsAsSaved(absl::string_view text,
+                                       const std::vector<std::pair<const IndexTensor*, IndexShard*>>& placed,
+                                       const IndexFile& expected) const {
   const int64_t data_start = 8 + expected.header_bytes;
-  SafetensorsHeaderWriter writer(ExpectedMetadata(expected), placed.size());
+  SafetensorsHeaderWriter check(text, ExpectedMetadata(expected));
+  c10::ScalarType dtype = c10::ScalarType::Undefined;
+  std::string dtype_name;
   for (const auto& [tensor, shard] : placed) {
-    writer.Add(shard->entry, DtypeName(tensor->dtype), shard->sizes, shard->begin - data_start, shard->end - data_start);
+    if (tensor->dtype != dtype) {
+      dtype = tensor->dtype;
+      dtype_name = DtypeName(dtype);
+    }
+    check.Add(shard->entry, dtype_name, shard->sizes, shard->begin - data_start, shard->end - data_start);
   }
-  return std::move(writer).Finish();
+  return std::move(check).Matches();
 }
 
 absl::Status CheckpointReader::CheckFileMetadata(const std::map<std::string, std::string>& metadata,

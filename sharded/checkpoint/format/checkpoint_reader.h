@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "sharded/checkpoint/format/entry_reader.h"
 #include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/storage/storage.h"
@@ -97,10 +98,12 @@ class CheckpointReader {
   absl::Status CheckFile(const File& file, const IndexFile& expected);
   // FORMAT.md's __metadata__: format, the index's version, the file's rank.
   std::map<std::string, std::string> ExpectedMetadata(const IndexFile& expected) const;
-  // The header a save writes for the shards `placed` in `expected`: length
-  // prefix, then the JSON (EncodeSafetensorsHeader).
-  std::string ExpectedHeader(const std::vector<std::pair<const IndexTensor*, IndexShard*>>& placed,
-                             const IndexFile& expected) const;
+  // Whether `text` (a header's N bytes) is exactly the header a save writes
+  // for the shards `placed` in `expected` (EncodeSafetensorsHeader's
+  // spelling), checked piece by piece without building that header.
+  bool HeaderIsAsSaved(absl::string_view text,
+                       const std::vector<std::pair<const IndexTensor*, IndexShard*>>& placed,
+                       const IndexFile& expected) const;
   absl::Status CheckFileMetadata(const std::map<std::string, std::string>& metadata, const IndexFile& expected);
 
   Storage* storage_ = nullptr;

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <stdexcept>
 
 #include <c10/util/Exception.h>
@@ -149,6 +150,40 @@ TEST(SafetensorsTest, EncodeThenReadRoundTrips) {
   EXPECT_TRUE(c->shape.empty());
   EXPECT_EQ(c->begin, 24);
   EXPECT_EQ(c->end, 26);
+}
+
+// A load checks a data file's header against the index without building the
+// header: the writer's calls, on the text, say whether it is exactly what
+// they would write. Any changed, missing or extra byte is a mismatch.
+TEST(SafetensorsTest, AHeaderIsCheckedAgainstTheWritersSpelling) {
+  std::vector<SafetensorsEntry> entries = {{"a", "F32", {2, 3}, 0, 0}, {"q\"uote\\d\n", "BOOL", {0}, 0, 0},
+                                           {"c", "BF16", {}, 0, 0}, {"w/shard-12", "I64", {123456789, 1}, 0, 0}};
+  ASSERT_TRUE(AssignDataOffsets(entries).ok());
+  for (const std::map<std::string, std::string>& metadata :
+       std::vector<std::map<std::string, std::string>>{{}, {{"format", "x"}, {"r\"ank", "1"}}}) {
+    const std::string header = EncodeSafetensorsHeader(entries, metadata);
+    auto matches = [&](absl::string_view text) {
+      SafetensorsHeaderWriter check(text, metadata);
+      for (const SafetensorsEntry& e : entries) check.Add(e.name, e.dtype, e.shape, e.begin, e.end);
+      return std::move(check).Matches();
+    };
+    const std::string json = header.substr(8);
+    EXPECT_TRUE(matches(json));
+    for (size_t i = 0; i < json.size(); ++i) {
+      std::string changed = json;
+      changed[i] = changed[i] == '1' ? '2' : '1';
+      EXPECT_FALSE(matches(changed)) << "byte " << i << " changed";
+      EXPECT_FALSE(matches(absl::string_view(json).substr(0, i))) << "cut at " << i;
+    }
+    EXPECT_FALSE(matches(json + " "));
+    EXPECT_FALSE(matches(json + "        "));
+    // One entry fewer is a mismatch too.
+    SafetensorsHeaderWriter fewer(json, metadata);
+    for (size_t k = 0; k + 1 < entries.size(); ++k) {
+      fewer.Add(entries[k].name, entries[k].dtype, entries[k].shape, entries[k].begin, entries[k].end);
+    }
+    EXPECT_FALSE(std::move(fewer).Matches());
+  }
 }
 
 TEST(SafetensorsTest, HostileHeadersAreRefusedBeforeAllocation) {
@@ -515,6 +550,74 @@ TEST(RunRecordTest, DifferencesNameEachMember) {
   EXPECT_EQ(DescribeRunDifference({{"seed", "1"}, {"structure", "ab"}}, {{"seed", "1"}, {"structure", "ab"}}), "");
   EXPECT_EQ(DescribeRunDifference({{"seed", "1"}, {"lr", "0.1"}}, {{"seed", "99"}, {"batch", "8"}}),
             "batch (none) there, 8 here; lr 0.1 there, (none) here; seed 1 there, 99 here");
+}
+
+// Replaces every `from` in `text` with `to`.
+std::string ReplaceAll(std::string text, const std::string& from, const std::string& to) {
+  for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+    text.replace(at, from.size(), to);
+  }
+  return text;
+}
+
+// The index as SerializeIndex spells it is decoded by a fast path (a whole
+// tensor record, or a shard, read in one pass); any other spelling by the
+// JSON reader. Both give the same index, and the same error for the same
+// damage: each text is decoded as written, with its tensors respelled (extra
+// whitespace: the reader reads the tensor, the fast path its shards), and
+// with its shards respelled too (the reader reads everything).
+TEST(IndexTest, TheWritersSpellingAndAnyOtherDecodeAlike) {
+  CheckpointIndex index = SmallIndex();
+  IndexTensor scalar;  // a 0-d tensor: empty boxes
+  scalar.key = "step";
+  scalar.dtype = c10::ScalarType::Long;
+  scalar.shards = {{{{}, {}}, 0, "data-0123456789abcdef-r00000.safetensors", "step", 312, 320, {7}, {}}};
+  index.tensors.push_back(scalar);
+  index.Reindex();
+  const std::string text = UnsealIndex(SerializeIndex(index));
+  auto respell = [](const std::string& t, bool shards) {
+    std::string out = ReplaceAll(t, "{\"key\": ", "{ \"key\": ");
+    return shards ? ReplaceAll(out, "{\"offsets\":", "{ \"offsets\":") : out;
+  };
+  ASSERT_NE(respell(text, false), text);
+  ASSERT_NE(respell(text, true), respell(text, false));
+  // Decodes alike: the canonical text back, from every spelling.
+  for (const std::string& variant : {text, respell(text, false), respell(text, true),
+                                     ReplaceAll(text, "\"key\": \"w\"", "\"key\": \"\\u0077\"")}) {
+    auto parsed = ParseIndex(SealIndex(variant), "i");
+    ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << variant;
+    EXPECT_EQ(UnsealIndex(SerializeIndex(*parsed)), text) << variant;
+  }
+  // Fails alike: near the writer's spelling, each damage refused with the
+  // same message whichever path meets it first.
+  const std::vector<std::pair<std::string, std::string>> damages = {
+      {"\"dtype\": \"F32\"", "\"dtype\": \"Q4\""},
+      {"\"shape\": [10,4]", "\"shape\": [10,4], \"shape\": [10,4]"},
+      {"\"shape\": [10,4]", "\"shape\": [010,4]"},
+      {"\"shape\": [10,4]", "\"shape\": [10,4.0]"},
+      {"\"kind\": \"sharded\"", "\"kind\": \"shard\""},
+      {"\"sizes\":[5,4],\"rank\":1", "\"sizes\":[5,4],\"rank\":-1"},
+      {"\"byte_range\":[208,288]", "\"byte_range\":[208,288,1]"},
+      {"\"crc32c\":\"00000001", "\"crc32c\":\"0000000X"},
+      {"\"entry\":\"w/shard-0\"", "\"entry\":\"w/shard-0\\u0000\""},
+      {"\"key\": \"w\"", "\"key\": \"w\x01\""},
+  };
+  for (const auto& [from, to] : damages) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    std::string damaged = text;
+    damaged.replace(at, from.size(), to);
+    // A syntax error's position moves with the added spaces: compared without it.
+    auto error = [](const std::string& t) {
+      const absl::Status s = ParseIndex(SealIndex(t), "i").status();
+      return std::make_pair(s.code(), std::regex_replace(std::string(s.message()),
+                                                         std::regex("at line [0-9]+, column [0-9]+ \\(byte [0-9]+\\)"), "at"));
+    };
+    const auto fast = error(damaged);
+    EXPECT_NE(fast.first, absl::StatusCode::kOk) << to;
+    EXPECT_EQ(fast, error(respell(damaged, false))) << to;
+    EXPECT_EQ(fast, error(respell(damaged, true))) << to;
+  }
 }
 
 TEST(IndexTest, MalformedJsonIsAnErrorNotACrash) {

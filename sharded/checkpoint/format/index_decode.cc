@@ -5,6 +5,7 @@
 #include <array>
 #include <cstring>
 #include <iterator>
+#include <optional>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -127,20 +128,68 @@ absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s, std::vector<int
   return absl::OkStatus();
 }
 
-// Reads a shard spelled exactly as SerializeIndex writes it, without the
-// reader's general machinery: fixed member order and punctuation, no
-// whitespace, integers of at most 18 digits without a leading zero, strings
-// of printable ASCII without escapes. What it accepts it decodes exactly as
-// DecodeShard would (every such text is valid JSON, free of duplicate keys
-// and of anything DecodeShard refuses); on anything else it gives up and
-// DecodeShard reads the shard, reporting what is wrong with it.
-class CanonicalShard {
+// Space DecodeTensor reuses from tensor to tensor.
+struct DecodeScratch {
+  std::vector<int64_t> range;      // a shard's byte_range
+  std::vector<IndexShard> shards;  // a tensor's, moved out in one allocation of the exact size
+};
+
+// Moves the shards gathered in `scratch` into `tensor`: one allocation of the
+// exact size.
+void TakeShards(DecodeScratch& scratch, IndexTensor* tensor) {
+  tensor->shards.clear();
+  tensor->shards.reserve(scratch.shards.size());
+  std::move(scratch.shards.begin(), scratch.shards.end(), std::back_inserter(tensor->shards));
+  scratch.shards.clear();
+}
+
+// Reads a tensor or a shard spelled exactly as SerializeIndex writes it,
+// without the reader's general machinery: fixed member order, punctuation
+// and whitespace, integers of at most 18 digits without a leading zero,
+// strings of printable ASCII without escapes, a dtype this build knows. What
+// it accepts it decodes exactly as DecodeTensor / DecodeShard would (every
+// such text is valid JSON, free of duplicate keys and of anything they
+// refuse); on anything else it gives up and the reader's path reads the
+// value, reporting what is wrong with it.
+class CanonicalText {
  public:
-  explicit CanonicalShard(absl::string_view text) : begin_(text.data()), p_(begin_), end_(begin_ + text.size()) {}
+  explicit CanonicalText(absl::string_view text) : begin_(text.data()), p_(begin_), end_(begin_ + text.size()) {}
+
+  // The tensor's bytes of the text when the whole tensor record (its shards
+  // included) is canonical and decodes into `t`; else 0 (`t` then holds
+  // garbage). Its shards pass through `scratch`.
+  size_t Tensor(IndexTensor* t, DecodeScratch& scratch) {
+    absl::string_view key, dtype;
+    if (!Literal("{\"key\": ") || !String(&key)) return 0;
+    if (Literal(", \"kind\": \"sharded\", \"dtype\": ")) {
+      t->sharded = true;
+    } else if (Literal(", \"kind\": \"dense\", \"dtype\": ")) {
+      t->sharded = false;
+    } else {
+      return 0;
+    }
+    if (!String(&dtype)) return 0;
+    const std::optional<c10::ScalarType> known = DtypeFromName(dtype);
+    if (!known || !Literal(", \"shape\": ") || !IntArray(&t->shape) || !Literal(", \"shards\": [")) return 0;
+    t->dtype = *known;
+    scratch.shards.clear();
+    if (!Literal("]}")) {
+      do {
+        const bool separated = scratch.shards.empty() ? Literal("\n   ") : Literal(",\n   ");
+        if (!separated || !Shard(&scratch.shards.emplace_back())) {
+          scratch.shards.clear();
+          return 0;
+        }
+      } while (!Literal("]}"));
+    }
+    t->key.assign(key.data(), key.size());
+    TakeShards(scratch, t);
+    return Consumed();
+  }
 
   // The shard's bytes of the text when it is canonical and decodes into
   // `s`; else 0 (`s` then holds garbage).
-  size_t Decode(IndexShard* s) {
+  size_t Shard(IndexShard* s) {
     int64_t rank = 0;
     absl::string_view file, entry, crcs;
     if (!Literal("{\"offsets\":") || !IntArray(&s->offsets) || !Literal(",\"sizes\":") || !IntArray(&s->sizes) ||
@@ -153,11 +202,12 @@ class CanonicalShard {
     s->rank = static_cast<int>(rank);
     s->file.assign(file.data(), file.size());
     s->entry.assign(entry.data(), entry.size());
-    return static_cast<size_t>(p_ - begin_);
+    return Consumed();
   }
 
  private:
   static bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+  size_t Consumed() const { return static_cast<size_t>(p_ - begin_); }
 
   // The size is a constant of each call, so the compiler compares in place
   // (a call to memcmp per literal showed in profiles of a load).
@@ -217,15 +267,14 @@ class CanonicalShard {
 
 // One element of "tensors"; the reader stands before its '{'. Errors wait
 // for the key, which may come after the shards.
-// Space DecodeTensor reuses from tensor to tensor.
-struct DecodeScratch {
-  std::vector<int64_t> range;      // a shard's byte_range
-  std::vector<IndexShard> shards;  // a tensor's, moved out in one allocation of the exact size
-};
-
 absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::string& index_name,
                                          DecodeScratch& scratch) {
   IndexTensor tensor;
+  if (const size_t n = CanonicalText(r.Rest()).Tensor(&tensor, scratch); n > 0) {
+    r.Consume(n);
+    return tensor;
+  }
+  tensor = IndexTensor();
   FieldChecks<5> checks;  // key, kind, dtype, shape, shards
   std::string kind, dtype_name;
   std::string shard_error;  // the first bad shard
@@ -262,7 +311,7 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
           continue;
         }
         IndexShard& shard = shards.emplace_back();
-        if (const size_t n = CanonicalShard(r.Rest()).Decode(&shard); n > 0) {
+        if (const size_t n = CanonicalText(r.Rest()).Shard(&shard); n > 0) {
           r.Consume(n);
           continue;
         }
@@ -275,10 +324,7 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
         }
       }
       if (!r.ok()) break;
-      tensor.shards.clear();  // (a repeated "shards" member fails in the reader)
-      tensor.shards.reserve(shards.size());
-      std::move(shards.begin(), shards.end(), std::back_inserter(tensor.shards));
-      shards.clear();
+      TakeShards(scratch, &tensor);  // (a repeated "shards" member fails in the reader)
     } else if (!r.Skip(/*kept=*/false)) {
       break;
     }

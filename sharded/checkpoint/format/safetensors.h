@@ -56,16 +56,36 @@ std::string EncodeSafetensorsHeader(const std::vector<SafetensorsEntry>& entries
 // EncodeSafetensorsHeader one entry at a time, from views: for a caller
 // whose entries are not SafetensorsEntry values (a load spells the header it
 // expects straight from the index, without copying a name or a shape).
+//
+// Or, built on a header's text, a check of that text instead of a writer:
+// the same calls compare each piece with the text where it would be written
+// (one spelling for both), and Matches says whether the text is exactly the
+// header these calls write. A load checks a data file's header this way
+// without building the header the index implies.
 class SafetensorsHeaderWriter {
  public:
   SafetensorsHeaderWriter(const std::map<std::string, std::string>& metadata, size_t entries);
+  // Checks `json`, a header's N bytes without its length prefix.
+  SafetensorsHeaderWriter(absl::string_view json, const std::map<std::string, std::string>& metadata);
   void Add(absl::string_view name, absl::string_view dtype, absl::Span<const int64_t> shape, int64_t begin,
            int64_t end);
   // The header, as EncodeSafetensorsHeader writes it. Ends the writer.
   std::string Finish() &&;
+  // Built on a text: whether the text is exactly what Finish would return,
+  // without the length prefix. Ends the check.
+  bool Matches() &&;
 
  private:
-  std::string out_;
+  void Begin(const std::map<std::string, std::string>& metadata);
+  void Put(absl::string_view piece);
+  void PutInt(int64_t value);
+  void PutJsonString(absl::string_view text);
+
+  std::string out_;          // writing: the prefix and what is written so far
+  absl::string_view rest_;   // checking: the text not yet matched
+  int64_t put_ = 0;          // bytes put after the prefix
+  bool checking_ = false;
+  bool matched_ = true;      // checking: every piece so far matched
   bool first_ = true;
 };
 
