@@ -310,8 +310,8 @@ absl::StatusOr<MeshTensor> MeshTensor::FromLocal(at::Tensor local, MeshPtr mesh,
   if (verdict.ok() && !local.defined()) verdict = absl::InvalidArgumentError("local tensor is undefined");
   if (verdict.ok()) {
     const Box box = MeshLocalBox(mesh->shape(), mesh->coords(), placements, global_sizes);
-    if (!SameDims(local.sizes().vec(), box.sizes)) {
-      verdict = absl::InvalidArgumentError(absl::StrCat("local tensor of sizes ", SizesString(local.sizes().vec()),
+    if (!SameDims(local.sizes(), box.sizes)) {
+      verdict = absl::InvalidArgumentError(absl::StrCat("local tensor of sizes ", SizesString(local.sizes()),
                                                         " does not match its box ", SizesString(box.sizes),
                                                         " of ", SizesString(global_sizes), " under ",
                                                         PlacementsString(placements)));
