@@ -172,28 +172,20 @@ void SafetensorsHeaderWriter::Begin(const std::map<std::string, std::string>& me
   }
 }
 
-
 void SafetensorsHeaderWriter::PutInt(int64_t value) { Put(absl::AlphaNum(value).Piece()); }
 
+// Both modes: the string escaped into a buffer reused from call to call.
 void SafetensorsHeaderWriter::PutJsonString(absl::string_view text) {
-  if (!checking_) {
-    const size_t before = out_.size();
-    AppendJsonString(&out_, text);
-    put_ += static_cast<int64_t>(out_.size() - before);
-    return;
-  }
-  // Checking: a string without a character to escape is itself between quotes.
-  bool plain = true;
-  for (const char c : text) plain &= static_cast<unsigned char>(c) >= 0x20 && c != '"' && c != '\\';
-  if (plain) {
-    Put("\"");
-    Put(text);
-    Put("\"");
-  } else {
-    std::string escaped;
-    AppendJsonString(&escaped, text);
-    Put(escaped);
-  }
+  quoted_.clear();
+  AppendJsonString(&quoted_, text);
+  Put(quoted_);
+}
+
+// The closing brace, then spaces (valid JSON whitespace) that align the data
+// to 8 bytes.
+void SafetensorsHeaderWriter::Close() {
+  Put("}");
+  Put(absl::string_view("        ", static_cast<size_t>((8 - (8 + put_) % 8) % 8)));
 }
 
 void SafetensorsHeaderWriter::Add(absl::string_view name, absl::string_view dtype, absl::Span<const int64_t> shape,
@@ -215,18 +207,15 @@ void SafetensorsHeaderWriter::Add(absl::string_view name, absl::string_view dtyp
   Put("]}");
 }
 
-// Spaces are valid JSON whitespace; they align the data to 8 bytes.
 std::string SafetensorsHeaderWriter::Finish() && {
-  Put("}");
-  Put(std::string((8 - (8 + put_) % 8) % 8, ' '));
+  Close();
   const uint64_t n = out_.size() - 8;
   for (int i = 0; i < 8; ++i) out_[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
   return std::move(out_);
 }
 
 bool SafetensorsHeaderWriter::Matches() && {
-  Put("}");
-  Put(std::string((8 - (8 + put_) % 8) % 8, ' '));
+  Close();
   return matched_ && rest_.empty();
 }
 

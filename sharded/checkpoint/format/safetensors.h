@@ -80,9 +80,11 @@ class SafetensorsHeaderWriter {
   void Put(absl::string_view piece);
   void PutInt(int64_t value);
   void PutJsonString(absl::string_view text);
+  void Close();
 
   std::string out_;          // writing: the prefix and what is written so far
   absl::string_view rest_;   // checking: the text not yet matched
+  std::string quoted_;       // PutJsonString's buffer
   int64_t put_ = 0;          // bytes put after the prefix
   bool checking_ = false;
   bool matched_ = true;      // checking: every piece so far matched
