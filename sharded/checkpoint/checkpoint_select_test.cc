@@ -259,7 +259,7 @@ TEST(CheckpointSelectTest, OneKeyReadsOnlyItsOwnBytes) {
     for (const IndexTensor& t : index->tensors) {
       if (t.key == "b") continue;
       for (const IndexShard& s : t.shards) {
-        EXPECT_FALSE(s.file == name && r.offset < s.end && s.begin < r.offset + r.bytes)
+        EXPECT_FALSE(ShardFileName(*index, s) == name && r.offset < s.end && s.begin < r.offset + r.bytes)
             << "read [" << r.offset << ", " << r.offset + r.bytes << ") of " << name << " overlaps key " << t.key;
       }
     }

@@ -243,7 +243,7 @@ TEST(CheckpointTest, DenseTensorsAreWrittenOnceByRankZero) {
     tensor_bytes += n;
     if (!t.sharded) {
       EXPECT_EQ(t.shards.size(), 1u);
-      EXPECT_EQ(t.shards[0].file, index->files[0].name) << t.key;
+      EXPECT_EQ(ShardFileName(*index, t.shards[0]), index->files[0].name) << t.key;
     }
   }
   for (const IndexFile& f : index->files) file_data_bytes += f.bytes - 8 - f.header_bytes;

@@ -168,7 +168,7 @@ absl::StatusOr<Selection> SelectAndMap(const CheckpointIndex& index, const LoadO
 // each file's ops come in byte order (as a load in the save's key order
 // finds them): grouped by file (one file's ops share one File), and a
 // group sorted only when it is out of order.
-void SortByFileAndOffset(std::vector<ReadOp>* ops) {
+void SortByFileAndOffset(const CheckpointIndex& index, std::vector<ReadOp>* ops) {
   absl::flat_hash_map<const File*, size_t> group_of;  // groups in order of first appearance
   std::vector<std::vector<ReadOp>> groups;
   const File* last = nullptr;
@@ -183,9 +183,12 @@ void SortByFileAndOffset(std::vector<ReadOp>* ops) {
     groups[g].push_back(std::move(op));
   }
   std::vector<size_t> order(groups.size());
-  for (size_t g = 0; g < order.size(); ++g) order[g] = g;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return groups[a][0].shard->file < groups[b][0].shard->file; });
+  std::vector<std::string> names(groups.size());
+  for (size_t g = 0; g < order.size(); ++g) {
+    order[g] = g;
+    names[g] = ShardFileName(index, *groups[g][0].shard);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return names[a] < names[b]; });
   auto in_file_order = [](const ReadOp& a, const ReadOp& b) {
     return std::tie(a.shard->begin, a.region.offsets) < std::tie(b.shard->begin, b.region.offsets);
   };
@@ -211,8 +214,10 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   destinations->clear();
   size_t found = 0;
   for (const auto& [key, value] : to_fill.entries()) {
-    SL_RETURN_IF_ERROR(ValidateKey(key));
     const IndexTensor* saved = selection.Find(index, key);
+    // A key found is valid: it is the index's (ValidateIndex) or a name
+    // SelectAndMap checked. Only a key not found is checked here.
+    if (saved == nullptr) SL_RETURN_IF_ERROR(ValidateKey(key));
     sources.push_back(saved);
     const size_t first = destinations->size();
     if (saved == nullptr) {
@@ -267,7 +272,7 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
     }
     ++key_index;
   }
-  SortByFileAndOffset(ops);
+  SortByFileAndOffset(index, ops);
   return absl::OkStatus();
 }
 

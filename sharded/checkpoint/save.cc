@@ -142,7 +142,9 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
   // last of equal ones winning.
   std::vector<size_t> next(payloads.size(), 0);
   absl::flat_hash_map<std::pair<absl::string_view, int>, Record*> all;
-  auto take = [&](const std::string& key, int shard, int rank, IndexShard* out) -> absl::Status {
+  ShardNamer namer(generation);
+  auto take = [&](const IndexTensor& t, int shard, int rank, IndexShard* out) -> absl::Status {
+    const std::string& key = t.key;
     Record* found = nullptr;
     if (rank >= 0 && rank < static_cast<int>(records.size()) && next[rank] < records[rank].size()) {
       Record& candidate = records[rank][next[rank]];
@@ -164,8 +166,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
       return absl::InternalError(absl::StrCat("key ", Quote(key), ": no rank reported shard ", shard));
     }
     found->taken = true;
-    out->file = *found->file;
-    out->entry = std::move(found->entry);
+    namer.Name(t, shard < 0 ? 0 : static_cast<size_t>(shard), *found->file, found->entry, out);
     out->begin = found->begin;
     out->end = found->end;
     out->block_crcs = std::move(found->crcs);
@@ -183,7 +184,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
       s.offsets.assign(t.shape.size(), 0);
       s.sizes.assign(t.shape.begin(), t.shape.end());
       s.rank = 0;
-      SL_RETURN_IF_ERROR(take(key, -1, 0, &s));
+      SL_RETURN_IF_ERROR(take(t, -1, 0, &s));
       t.shards.push_back(std::move(s));
     } else {
       const ShardedTensorMetadata& m = std::get<ShardedTensor>(value).metadata();
@@ -195,7 +196,7 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
         IndexShard s;
         static_cast<Box&>(s) = m.shards[i];
         s.rank = m.shards[i].placement.rank;
-        SL_RETURN_IF_ERROR(take(key, static_cast<int>(i), s.rank, &s));
+        SL_RETURN_IF_ERROR(take(t, static_cast<int>(i), s.rank, &s));
         t.shards.push_back(std::move(s));
       }
     }

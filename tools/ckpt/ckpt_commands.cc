@@ -252,8 +252,9 @@ int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
     absl::Status status;
     for (const IndexShard& s : t.shards) {
       ++shards;
-      if (bad_files.count(s.file) != 0) {
-        status = absl::DataLossError(absl::StrCat("data file ", Quote(s.file), " failed its check (above)"));
+      const std::string file_name = ShardFileName(reader->index(), s);
+      if (bad_files.count(file_name) != 0) {
+        status = absl::DataLossError(absl::StrCat("data file ", Quote(file_name), " failed its check (above)"));
         break;
       }
       auto file = reader->OpenShard(t, s, t.key);

@@ -18,6 +18,11 @@ namespace {
 // Starts an error of CheckFile that already names its key.
 constexpr char kOwnKeyMark[] = "\x01";
 
+// The position of `shard` among `tensor`'s shards (it is one of them).
+size_t ShardNumber(const IndexTensor& tensor, const IndexShard& shard) {
+  return static_cast<size_t>(&shard - tensor.shards.data());
+}
+
 }  // namespace
 
 absl::StatusOr<std::string> ReadIndexText(Storage& storage, const std::string& dir) {
@@ -97,16 +102,19 @@ CheckpointReader CheckpointReader::OpenForeign(const std::string& dir, Storage& 
 void CheckpointReader::IndexShardsByFile() {
   // Consecutive shards mostly share a file: a map lookup only when it
   // changes. In this format a shard's file is its rank's (ValidateIndex), so
-  // a change of rank is the change of file and no name is compared; a
-  // foreign format's names are.
+  // a change of rank is the change of file, found in the index's list by
+  // rank without a name built or compared; a foreign format's names are
+  // compared.
   const std::string* last_name = nullptr;
   int last_rank = -1;
   std::vector<std::pair<const IndexTensor*, IndexShard*>>* last = nullptr;
   for (IndexTensor& t : index_->tensors) {
     for (IndexShard& s : t.shards) {
-      const bool same = last != nullptr && (foreign_ == nullptr ? s.rank == last_rank : s.file == *last_name);
+      const bool same = last != nullptr && (foreign_ == nullptr ? s.rank == last_rank : s.named_file && *s.named_file == *last_name);
       if (!same) {
-        auto it = shards_by_file_.try_emplace(s.file).first;
+        const IndexFile* listed = foreign_ == nullptr ? index_->FileOf(s) : nullptr;
+        auto it = listed != nullptr ? shards_by_file_.try_emplace(listed->name).first
+                                    : shards_by_file_.try_emplace(ShardFileName(*index_, s)).first;
         last_name = &it->first;
         last = &it->second;
         last_rank = s.rank;
@@ -158,11 +166,13 @@ absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expe
   std::unordered_map<std::string_view, const SafetensorsEntry*> by_name;
   by_name.reserve(header->entries.size());
   for (const SafetensorsEntry& e : header->entries) by_name.emplace(e.name, &e);
+  std::string scratch;
   for (const auto& [tensor, shard] : shards_by_file_[expected.name]) {
-    const auto found = by_name.find(shard->entry);
+    const absl::string_view entry = ShardEntryName(*tensor, ShardNumber(*tensor, *shard), &scratch);
+    const auto found = by_name.find(std::string_view(entry.data(), entry.size()));
     const SafetensorsEntry* e = found == by_name.end() ? nullptr : found->second;
     const std::string what =
-        absl::StrCat(kOwnKeyMark, "key ", Quote(tensor->key), ": data file ", name, ": entry ", Quote(shard->entry));
+        absl::StrCat(kOwnKeyMark, "key ", Quote(tensor->key), ": data file ", name, ": entry ", Quote(entry));
     if (e == nullptr) return absl::InvalidArgumentError(absl::StrCat(what, " is missing from the file's header"));
     if (e->dtype != DtypeName(tensor->dtype) || !SameDims(e->shape, shard->sizes) ||
         header->data_start() + e->begin != shard->begin || header->data_start() + e->end != shard->end) {
@@ -176,7 +186,7 @@ absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expe
   // counts mean the file holds exactly what the index places in it.
   if (header->entries.size() != placed.size()) {
     std::set<std::string> listed;
-    for (const auto& p : placed) listed.insert(p.second->entry);
+    for (const auto& [tensor, shard] : placed) listed.insert(ShardEntryName(*tensor, ShardNumber(*tensor, *shard)));
     std::string extra;
     for (const SafetensorsEntry& e : header->entries) {
       if (listed.count(e.name) == 0) {
@@ -203,13 +213,13 @@ bool CheckpointReader::HeaderIsAsSaved(absl::string_view text,
   const int64_t data_start = 8 + expected.header_bytes;
   SafetensorsHeaderWriter check(text, ExpectedMetadata(expected));
   c10::ScalarType dtype = c10::ScalarType::Undefined;
-  std::string dtype_name;
+  std::string dtype_name, scratch;
   for (const auto& [tensor, shard] : placed) {
     if (tensor->dtype != dtype) {
       dtype = tensor->dtype;
       dtype_name = DtypeName(dtype);
     }
-    check.Add(shard->entry, dtype_name, shard->sizes, shard->begin - data_start, shard->end - data_start);
+    check.Add(ShardEntryName(*tensor, ShardNumber(*tensor, *shard), &scratch), dtype_name, shard->sizes, shard->begin - data_start, shard->end - data_start);
   }
   return std::move(check).Matches();
 }
@@ -276,16 +286,18 @@ absl::StatusOr<const File*> CheckpointReader::OpenShard(const IndexTensor& tenso
       file_of_rank_[static_cast<size_t>(shard.rank)] != nullptr) {
     return file_of_rank_[static_cast<size_t>(shard.rank)];
   }
-  SL_ASSIGN_OR_RETURN(const File* file, OpenDataFile(shard.file, key));
+  std::string derived;  // this format's name, built only until the file is open
+  const std::string& file_name = shard.named_file ? *shard.named_file : (derived = ShardFileName(*index_, shard));
+  SL_ASSIGN_OR_RETURN(const File* file, OpenDataFile(file_name, key));
   if (foreign_ == nullptr) return file;
   const auto it = foreign_shards_.find(&shard);
   if (it == foreign_shards_.end()) {
-    return absl::InternalError(absl::StrCat("key ", Quote(tensor.key), ": a shard of file ", Quote(shard.file),
+    return absl::InternalError(absl::StrCat("key ", Quote(tensor.key), ": a shard of file ", Quote(file_name),
                                             " that is not this reader's index's"));
   }
   auto& [owned, located] = it->second;
   if (!located) {
-    SL_RETURN_IF_ERROR(foreign_->Locate(*file, shard.file, tensor, owned));
+    SL_RETURN_IF_ERROR(foreign_->Locate(*file, file_name, tensor, owned));
     located = true;
   }
   return file;
@@ -305,8 +317,17 @@ absl::Status CheckpointReader::CheckEveryFile() {
 EntrySource CheckpointReader::SourceOf(const IndexTensor& tensor, const IndexShard& shard, const File* file) const {
   EntrySource src;
   src.file = file;
-  src.file_name = shard.file;
-  src.entry_name = shard.entry;
+  if (shard.named_file) {
+    src.file_name = *shard.named_file;
+  } else if (const IndexFile* f = index_->FileOf(shard); f != nullptr) {
+    src.file_name = f->name;
+  }
+  if (shard.named_entry) {
+    src.entry_name = *shard.named_entry;
+  } else {
+    src.entry_name = tensor.key;
+    if (tensor.sharded) src.entry_shard = ShardNumber(tensor, shard);
+  }
   src.dtype = tensor.dtype;
   src.offsets = shard.offsets;
   src.sizes = shard.sizes;

@@ -33,7 +33,9 @@ int64_t EntryBytes(const EntrySource& src) {
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string Where(const EntrySource& src) {
-  return absl::StrCat("data file ", Quote(src.file_name), ", entry ", Quote(src.entry_name));
+  const std::string entry = src.entry_shard < 0 ? std::string(src.entry_name)
+                                                : absl::StrCat(src.entry_name, "/shard-", src.entry_shard);
+  return absl::StrCat("data file ", Quote(src.file_name), ", entry ", Quote(entry));
 }
 
 // An entry stored over permuted dims, seen as the row-major entry it is:

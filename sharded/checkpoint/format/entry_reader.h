@@ -50,6 +50,9 @@ struct EntrySource {
   const File* file = nullptr;
   absl::string_view file_name;   // for messages
   absl::string_view entry_name;  // for messages
+  // >= 0: the entry is "<entry_name>/shard-<entry_shard>" (a derived name,
+  // built only for a message).
+  int64_t entry_shard = -1;
   c10::ScalarType dtype = c10::ScalarType::Float;
   absl::Span<const int64_t> offsets;  // the box the entry holds in the global tensor
   absl::Span<const int64_t> sizes;

@@ -387,9 +387,9 @@ TEST(IndexTest, InconsistentIndexesNameTheKey) {
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].begin = 280; i.tensors[1].shards[0].end = 304; }),
               ::testing::AllOf(HasSubstr("key 'b'"), HasSubstr("overlap key 'w'")));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].end = 2000; }), HasSubstr("out of range"));
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].file = "../../etc/passwd"; }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].named_file = "../../etc/passwd"; }),
               HasSubstr("not in the file list"));
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.files[0].name = "../x"; i.tensors[0].shards[0].file = "../x"; i.tensors[1].shards[0].file = "../x"; }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.files[0].name = "../x"; i.tensors[0].shards[0].named_file = "../x"; i.tensors[1].shards[0].named_file = "../x"; }),
               HasSubstr("not a plain name"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].block_crcs = {1}; }), HasSubstr("checksums"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shape = {4}; }),
@@ -474,9 +474,9 @@ TEST(IndexTest, IndexChecksumCatchesAnyChangedCharacter) {
 
 // Issue 15, defect 3: FORMAT.md's names, enforced.
 TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { std::swap(i.tensors[0].shards[0].entry, i.tensors[0].shards[1].entry); }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].named_entry = "w/shard-1"; i.tensors[0].shards[1].named_entry = "w/shard-0"; }),
               HasSubstr("key 'w': shard 0 names entry 'w/shard-1'; expected 'w/shard-0'"));
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].entry = "b2"; }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].named_entry = "b2"; }),
               HasSubstr("expected 'b'"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.generation = "fedcba9876543210"; }),
               HasSubstr("is not named for generation fedcba9876543210"));
@@ -485,21 +485,24 @@ TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
   // and apart): the file's rank, not its name, is what ValidateIndex compares.
   auto in_rank0_file = [](CheckpointIndex& i) {
     IndexShard& s = i.tensors[0].shards[1];  // rank 1's
-    s.file = i.files[0].name;
+    s.named_file = i.files[0].name;
     s.begin = 312;
     s.end = 392;
   };
   const std::string want = "key 'w': shard 1 of rank 1 is in file 'data-0123456789abcdef-r00000.safetensors', not in "
                            "its rank's file";
   EXPECT_THAT(Invalid(in_rank0_file), HasSubstr(want));
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[1].rank = 0; }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) {
+                i.tensors[0].shards[1].named_file = i.files[1].name;
+                i.tensors[0].shards[1].rank = 0;
+              }),
               HasSubstr("shard 1 of rank 0 is in file 'data-0123456789abcdef-r00001.safetensors'"));
   // ValidateIndexNaming alone says the same.
   CheckpointIndex index = SmallIndex();
   EXPECT_TRUE(ValidateIndexNaming(index, "x").ok());
   in_rank0_file(index);
   EXPECT_THAT(std::string(ValidateIndexNaming(index, "x").message()), HasSubstr(want));
-  index.tensors[0].shards[1].file = "elsewhere.safetensors";
+  index.tensors[0].shards[1].named_file = "elsewhere.safetensors";
   EXPECT_THAT(std::string(ValidateIndexNaming(index, "x").message()),
               HasSubstr("shard 1 of rank 1 is in file 'elsewhere.safetensors', not in its rank's file"));
 }
@@ -580,13 +583,37 @@ TEST(IndexTest, TheWritersSpellingAndAnyOtherDecodeAlike) {
   };
   ASSERT_NE(respell(text, false), text);
   ASSERT_NE(respell(text, true), respell(text, false));
-  // Decodes alike: the canonical text back, from every spelling.
-  for (const std::string& variant : {text, respell(text, false), respell(text, true),
-                                     ReplaceAll(text, "\"key\": \"w\"", "\"key\": \"\\u0077\"")}) {
+  // The generation after the tensors: their names wait for it.
+  const std::string generation = ",\n \"generation\": \"0123456789abcdef\"";
+  std::string late_generation = ReplaceAll(text, generation, "");
+  late_generation.insert(late_generation.rfind("\n}\n"), generation);
+  ASSERT_NE(late_generation.find(generation), text.find(generation));
+  // Decodes alike: the canonical text back, from every spelling, and no
+  // shard keeps a name this format derives (none is stored per shard).
+  for (const std::string& variant :
+       {text, respell(text, false), respell(text, true), late_generation,
+        ReplaceAll(text, "\"key\": \"w\"", "\"key\": \"\\u0077\""),
+        ReplaceAll(text, "\"entry\":\"w/shard-1\"", "\"entry\":\"w\\/shard-1\""),
+        ReplaceAll(text, "\"file\":\"data-0123456789abcdef-r00001", "\"file\":\"\\u0064ata-0123456789abcdef-r00001")}) {
     auto parsed = ParseIndex(SealIndex(variant), "i");
     ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << variant;
     EXPECT_EQ(UnsealIndex(SerializeIndex(*parsed)), text) << variant;
+    for (const IndexTensor& t : parsed->tensors) {
+      for (size_t k = 0; k < t.shards.size(); ++k) {
+        EXPECT_FALSE(t.shards[k].named_file.has_value()) << t.key << " " << k << "\n" << variant;
+        EXPECT_FALSE(t.shards[k].named_entry.has_value()) << t.key << " " << k << "\n" << variant;
+        EXPECT_EQ(ShardFileName(*parsed, t.shards[k]), parsed->files[t.shards[k].rank].name);
+        EXPECT_EQ(parsed->FileOf(t.shards[k]), &parsed->files[t.shards[k].rank]);
+        EXPECT_EQ(ShardEntryName(t, k), t.sharded ? absl::StrCat(t.key, "/shard-", k) : t.key);
+      }
+    }
   }
+  // A name this format does not derive is kept as spelled (for the error
+  // that refuses it).
+  auto other = DecodeIndex(ReplaceAll(text, "\"entry\":\"w/shard-1\"", "\"entry\":\"w/shard-9\""), "i");
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_EQ(other->tensors[0].shards[1].named_entry, std::optional<std::string>("w/shard-9"));
+  EXPECT_FALSE(other->tensors[0].shards[1].named_file.has_value());
   // Fails alike: near the writer's spelling, each damage refused with the
   // same message whichever path meets it first.
   const std::vector<std::pair<std::string, std::string>> damages = {

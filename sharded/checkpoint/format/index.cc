@@ -4,8 +4,11 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "sharded/checkpoint/format/dtype_names.h"
+#include "sharded/checkpoint/format/file_names.h"
 #include "sharded/checkpoint/format/index_naming.h"
 #include "sharded/checkpoint/format/json_stream.h"
 #include "sharded/checkpoint/format/names.h"
@@ -134,13 +137,94 @@ const IndexFile* CheckpointIndex::FindFile(const std::string& name) const {
   return it == file_index_.end() ? nullptr : &files[it->second];
 }
 
+const IndexFile* CheckpointIndex::FileOf(const IndexShard& shard) const {
+  if (shard.named_file) return FindFile(*shard.named_file);
+  const size_t r = static_cast<size_t>(shard.rank);
+  return r < file_of_rank_.size() && file_of_rank_[r] != kNoFile ? &files[file_of_rank_[r]] : nullptr;
+}
+
 void CheckpointIndex::Reindex() {
   tensor_index_.clear();
   file_index_.clear();
+  file_of_rank_.clear();
   tensor_index_.reserve(tensors.size());
   file_index_.reserve(files.size());
   for (size_t i = 0; i < tensors.size(); ++i) tensor_index_.emplace(tensors[i].key, i);
-  for (size_t i = 0; i < files.size(); ++i) file_index_.emplace(files[i].name, i);
+  ShardNamer namer(generation);
+  for (size_t i = 0; i < files.size(); ++i) {
+    file_index_.emplace(files[i].name, i);
+    // Ranks are at most the decoder's bound (2^20); a file named otherwise
+    // holds no shard by derivation.
+    const int rank = files[i].rank;
+    if (rank < 0 || rank > (1 << 20) || !namer.IsRankFile(files[i].name, rank)) continue;
+    if (file_of_rank_.size() <= static_cast<size_t>(rank)) file_of_rank_.resize(static_cast<size_t>(rank) + 1, kNoFile);
+    file_of_rank_[static_cast<size_t>(rank)] = i;
+  }
+}
+
+std::string ShardFileName(const CheckpointIndex& index, const IndexShard& shard) {
+  return shard.named_file ? *shard.named_file : DataFileName(index.generation, shard.rank);
+}
+
+absl::string_view ShardEntryName(const IndexTensor& tensor, size_t k, std::string* scratch) {
+  const IndexShard& s = tensor.shards[k];
+  if (s.named_entry) return *s.named_entry;
+  if (!tensor.sharded) return tensor.key;
+  // Built by hand: this runs for every shard of a file whose header is
+  // checked, and StrAppend's sizing pass showed in counts of a load.
+  char digits[absl::numbers_internal::kFastToBufferSize];
+  const char* digits_end = absl::numbers_internal::FastIntToBuffer(static_cast<uint64_t>(k), digits);
+  scratch->assign(tensor.key);
+  scratch->append("/shard-", 7);
+  scratch->append(digits, static_cast<size_t>(digits_end - digits));
+  return *scratch;
+}
+
+std::string ShardEntryName(const IndexTensor& tensor, size_t k) {
+  std::string scratch;
+  return std::string(ShardEntryName(tensor, k, &scratch));
+}
+
+bool IsDerivedEntryName(absl::string_view entry, absl::string_view key, bool sharded, size_t k) {
+  if (!sharded) return entry == key;
+  return absl::ConsumePrefix(&entry, key) && absl::ConsumePrefix(&entry, "/shard-") &&
+         entry == absl::AlphaNum(k).Piece();
+}
+
+ShardNamer::ShardNamer(absl::string_view generation)
+    : generation_(generation),
+      plain_(std::all_of(generation.begin(), generation.end(),
+                         [](char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; })) {}
+
+const std::string* ShardNamer::PlainRankFile(int rank) {
+  if (!plain_ || rank < 0 || rank >= kCachedRanks) return nullptr;
+  const size_t r = static_cast<size_t>(rank);
+  if (rank_files_.size() <= r) rank_files_.resize(r + 1);
+  if (rank_files_[r].empty()) rank_files_[r] = DataFileName(generation_, rank);
+  return &rank_files_[r];
+}
+
+bool ShardNamer::IsRankFile(absl::string_view file, int rank) {
+  if (rank < 0) return false;
+  if (rank >= kCachedRanks) return file == DataFileName(generation_, rank);
+  const size_t r = static_cast<size_t>(rank);
+  if (rank_files_.size() <= r) rank_files_.resize(r + 1);
+  if (rank_files_[r].empty()) rank_files_[r] = DataFileName(generation_, rank);
+  return file == rank_files_[r];
+}
+
+void ShardNamer::Name(const IndexTensor& tensor, size_t k, absl::string_view file, absl::string_view entry,
+                      IndexShard* shard) {
+  if (IsRankFile(file, shard->rank)) {
+    shard->named_file.reset();
+  } else {
+    shard->named_file.emplace(file);
+  }
+  if (IsDerivedEntryName(entry, tensor.key, tensor.sharded, k)) {
+    shard->named_entry.reset();
+  } else {
+    shard->named_entry.emplace(entry);
+  }
 }
 
 namespace {
@@ -162,6 +246,8 @@ std::string SerializeIndex(const CheckpointIndex& index) {
   for (const IndexTensor& t : index.tensors) shards += t.shards.size();
   out.reserve(256 + index.files.size() * 128 + index.tensors.size() * 96 + shards * 192);
   AppendJsonString(&out, kFormatName);
+  std::vector<std::string> rank_files;  // each rank's derived file name, quoted
+  std::string entry;                    // scratch for derived entry names
   absl::StrAppend(&out, ",\n \"version\": ", index.version, ",\n \"world_size\": ", index.world_size,
                   ",\n \"generation\": ");
   AppendJsonString(&out, index.generation);
@@ -198,9 +284,16 @@ std::string SerializeIndex(const CheckpointIndex& index) {
       out += ",\"sizes\":";
       AppendInts(&out, s.sizes);
       absl::StrAppend(&out, ",\"rank\":", s.rank, ",\"file\":");
-      AppendJsonString(&out, s.file);
+      if (s.named_file) {
+        AppendJsonString(&out, *s.named_file);
+      } else {
+        const size_t r = static_cast<size_t>(s.rank);
+        if (rank_files.size() <= r) rank_files.resize(r + 1);
+        if (rank_files[r].empty()) AppendJsonString(&rank_files[r], DataFileName(index.generation, s.rank));
+        out += rank_files[r];
+      }
       out += ",\"entry\":";
-      AppendJsonString(&out, s.entry);
+      AppendJsonString(&out, ShardEntryName(t, k, &entry));
       absl::StrAppend(&out, ",\"byte_range\":[", s.begin, ",", s.end, "],\"crc32c\":\"");
       AppendCrcHex(s.block_crcs, &out);
       out += "\"}";
@@ -256,7 +349,23 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
   ranges.reserve(shards);
   absl::flat_hash_set<absl::string_view> keys;
   keys.reserve(index.tensors.size());
-  const IndexFile* last_file = nullptr;  // consecutive shards mostly share a file
+  // Each rank's file as this format names it (a shard without named_file is
+  // there): positions in index.files, found as ranks are met.
+  std::vector<const IndexFile*> rank_file;
+  std::vector<bool> rank_file_known;
+  auto file_of_rank = [&](int rank) -> const IndexFile* {
+    const size_t r = static_cast<size_t>(rank);  // < world_size <= the decoder's bound
+    if (rank_file.size() <= r) {
+      rank_file.resize(r + 1, nullptr);
+      rank_file_known.resize(r + 1, false);
+    }
+    if (!rank_file_known[r]) {
+      auto it = files.find(DataFileName(index.generation, rank));
+      rank_file[r] = it == files.end() ? nullptr : it->second;
+      rank_file_known[r] = true;
+    }
+    return rank_file[r];
+  };
   for (const IndexTensor& t : index.tensors) {
     absl::Status s = ValidateKey(t.key);
     if (!s.ok()) return Bad(display_name, std::string(s.message()));
@@ -284,15 +393,19 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
       if (sh.rank >= index.world_size) {
         return BadKey(display_name, t.key, absl::StrCat(what(), " is on rank ", sh.rank, " >= world size ", index.world_size));
       }
-      if (last_file == nullptr || sh.file != last_file->name) {
-        auto it = files.find(sh.file);
-        if (it == files.end()) {
-          return BadKey(display_name, t.key,
-                        absl::StrCat(what(), " names file ", Quote(sh.file), ", which is not in the file list"));
-        }
-        last_file = it->second;
+      const IndexFile* found = nullptr;
+      if (sh.named_file) {
+        auto it = files.find(*sh.named_file);
+        if (it != files.end()) found = it->second;
+      } else if (sh.rank >= 0) {
+        found = file_of_rank(sh.rank);
       }
-      const IndexFile& f = *last_file;
+      if (found == nullptr) {
+        return BadKey(display_name, t.key,
+                      absl::StrCat(what(), " names file ", Quote(ShardFileName(index, sh)),
+                                   ", which is not in the file list"));
+      }
+      const IndexFile& f = *found;
       auto n = CheckedNumElements(sh.sizes);
       if (!n.ok()) return BadKey(display_name, t.key, absl::StrCat(what(), ": ", n.status().message()));
       if (*n > INT64_MAX / elem) return BadKey(display_name, t.key, absl::StrCat(what(), " is too large"));
@@ -310,7 +423,9 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
         return BadKey(display_name, t.key, absl::StrCat(what(), " has ", sh.block_crcs.size(), " checksums; its ", want,
                                                         " bytes need ", NumBlocks(want, index.block_bytes)));
       }
-      if (sh.entry.empty()) return BadKey(display_name, t.key, absl::StrCat(what(), " has an empty entry name"));
+      if (sh.named_entry && sh.named_entry->empty()) {
+        return BadKey(display_name, t.key, absl::StrCat(what(), " has an empty entry name"));
+      }
       SL_RETURN_IF_ERROR(internal::ValidateShardNaming(t, k, f, display_name));
       if (want > 0) ranges.push_back({static_cast<size_t>(&f - index.files.data()), sh.begin, sh.end, &t.key, k});
     }

@@ -16,6 +16,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -53,9 +54,16 @@ using BlockCrcs = absl::InlinedVector<uint32_t, 2>;
 
 // A shard's box of the tensor and where its bytes are.
 struct IndexShard : Box {
-  int rank = 0;       // owner at save
-  std::string file;   // an IndexFile name
-  std::string entry;  // the entry name in that file's header
+  int rank = 0;  // owner at save
+  // The data file and the entry in its header that hold the bytes, when they
+  // are not the names this format derives: a shard lives in its rank's file,
+  // data-<generation>-r<rank>.safetensors, under the entry "<key>" (dense) or
+  // "<key>/shard-<k>" (sharded), and then these are unset (no name stored per
+  // shard). A foreign format (DCP) sets both; decoding an index that names
+  // any other keeps the name, which ValidateIndex then refuses. Read them
+  // through ShardFileName / ShardEntryName, set them through ShardNamer.
+  std::optional<std::string> named_file;
+  std::optional<std::string> named_entry;
   int64_t begin = 0;  // absolute byte range in the file
   int64_t end = 0;
   BlockCrcs block_crcs;  // CRC32C of each block_bytes block of [begin, end)
@@ -91,12 +99,56 @@ struct CheckpointIndex {
   // nullptr when absent. Valid after ParseIndex or Reindex.
   const IndexTensor* Find(const std::string& key) const;
   const IndexFile* FindFile(const std::string& name) const;
+  // The listed file that holds `shard` (its named_file, else its rank's
+  // file), without building a name; nullptr when the list has none.
+  const IndexFile* FileOf(const IndexShard& shard) const;
   void Reindex();
 
  private:
   absl::flat_hash_map<std::string, size_t> tensor_index_;
   absl::flat_hash_map<std::string, size_t> file_index_;
+  // Position in `files` of each rank's file named as this format derives it
+  // (kNoFile: none).
+  static constexpr size_t kNoFile = ~size_t{0};
+  std::vector<size_t> file_of_rank_;
 };
+
+// The name of the data file that holds `shard`: its named_file, else its
+// rank's file's as this format derives it from the index's generation.
+std::string ShardFileName(const CheckpointIndex& index, const IndexShard& shard);
+// The entry name of shard `k` of `tensor`: its named_entry, else "<key>"
+// (dense) or "<key>/shard-<k>" (sharded). The view points into `tensor` or
+// into `scratch` (written only for a derived sharded name).
+absl::string_view ShardEntryName(const IndexTensor& tensor, size_t k, std::string* scratch);
+std::string ShardEntryName(const IndexTensor& tensor, size_t k);
+
+// Sets a shard's names from the ones an index or a save record spells: each
+// left unset when it is the one this format derives (IndexShard), so that a
+// checkpoint of many shards stores no name per shard. Keeps the derived file
+// name of each rank it meets.
+class ShardNamer {
+ public:
+  explicit ShardNamer(absl::string_view generation);
+  // `tensor`'s key and kind are set; `shard` is its shard `k` (not
+  // necessarily in tensor.shards yet), its rank set.
+  void Name(const IndexTensor& tensor, size_t k, absl::string_view file, absl::string_view entry, IndexShard* shard);
+  // Whether `file` is `rank`'s file as this format names it.
+  bool IsRankFile(absl::string_view file, int rank);
+  // `rank`'s file name when JSON spells it as is (printable ASCII, no quote
+  // or backslash: a generation as FORMAT.md writes it), for a decoder to
+  // compare with its text in place; else nullptr.
+  const std::string* PlainRankFile(int rank);
+
+ private:
+  static constexpr int kCachedRanks = 1 << 14;  // beyond: built for each question (no real world size)
+  std::string generation_;
+  bool plain_;                           // whether the generation needs no JSON escape
+  std::vector<std::string> rank_files_;  // built as ranks are met
+};
+
+// Whether `entry` is the name this format derives for shard `k` of a tensor
+// with `key` ("<key>/shard-<k>" when sharded, else "<key>").
+bool IsDerivedEntryName(absl::string_view entry, absl::string_view key, bool sharded, size_t k);
 
 // Number of checksum blocks of an entry of `bytes` bytes.
 inline int64_t NumBlocks(int64_t bytes, int64_t block_bytes) { return (bytes + block_bytes - 1) / block_bytes; }

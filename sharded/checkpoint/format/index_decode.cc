@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/crc32c.h"
 #include "sharded/checkpoint/format/dtype_names.h"
@@ -102,9 +103,9 @@ absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s, std::vector<int
     } else if (key == "rank") {
       checks.Set(2, ReadInt64(r, what, " rank", 0, kMaxWorldSize, &rank));
     } else if (key == "file") {
-      checks.Set(3, ReadString(r, what, " file", &s->file));
+      checks.Set(3, ReadString(r, what, " file", &s->named_file.emplace()));
     } else if (key == "entry") {
-      checks.Set(4, ReadString(r, what, " entry", &s->entry));
+      checks.Set(4, ReadString(r, what, " entry", &s->named_entry.emplace()));
     } else if (key == "byte_range") {
       absl::Status st = ReadInt64Array(r, what, " byte_range", 2, 0, INT64_MAX, &range);
       if (st.ok() && range.size() != 2) st = absl::InvalidArgumentError(what + " byte_range is not [begin, end]");
@@ -132,7 +133,22 @@ absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s, std::vector<int
 struct DecodeScratch {
   std::vector<int64_t> range;      // a shard's byte_range
   std::vector<IndexShard> shards;  // a tensor's, moved out in one allocation of the exact size
+  // Names shards once the generation is known (in the writer's spelling,
+  // before the first tensor); until then, and for shards the reader's path
+  // decodes before their key, the names are kept as spelled and `pending`
+  // says that DecodeIndex names them once all is read.
+  std::optional<ShardNamer> namer;
+  bool pending = false;
 };
+
+// Unsets the names of `t`'s shards that are the ones this format derives.
+void ForgetDerivedNames(ShardNamer& namer, IndexTensor& t) {
+  for (size_t k = 0; k < t.shards.size(); ++k) {
+    IndexShard& s = t.shards[k];
+    if (s.named_file && namer.IsRankFile(*s.named_file, s.rank)) s.named_file.reset();
+    if (s.named_entry && IsDerivedEntryName(*s.named_entry, t.key, t.sharded, k)) s.named_entry.reset();
+  }
+}
 
 // Moves the shards gathered in `scratch` into `tensor`: one allocation of the
 // exact size.
@@ -172,36 +188,69 @@ class CanonicalText {
     const std::optional<c10::ScalarType> known = DtypeFromName(dtype);
     if (!known || !Literal(", \"shape\": ") || !IntArray(&t->shape) || !Literal(", \"shards\": [")) return 0;
     t->dtype = *known;
+    t->key.assign(key.data(), key.size());
     scratch.shards.clear();
     if (!Literal("]}")) {
       do {
         const bool separated = scratch.shards.empty() ? Literal("\n   ") : Literal(",\n   ");
-        if (!separated || !Shard(&scratch.shards.emplace_back())) {
+        IndexShard* s = &scratch.shards.emplace_back();
+        const size_t k = scratch.shards.size() - 1;
+        ShardNamer* namer = scratch.namer ? &*scratch.namer : nullptr;
+        Derived derived;
+        absl::string_view file, entry;
+        if (!separated || !Shard(s, &file, &entry, namer != nullptr ? &derived : nullptr, namer, t, k)) {
           scratch.shards.clear();
           return 0;
         }
+        // (A new shard's names are unset: set here only when not derived.)
+        if (namer == nullptr) {
+          s->named_file.emplace(file);
+          s->named_entry.emplace(entry);
+          scratch.pending = true;
+        } else {
+          if (!derived.file && !namer->IsRankFile(file, s->rank)) s->named_file.emplace(file);
+          if (!derived.entry && !IsDerivedEntryName(entry, t->key, t->sharded, k)) s->named_entry.emplace(entry);
+        }
       } while (!Literal("]}"));
     }
-    t->key.assign(key.data(), key.size());
     TakeShards(scratch, t);
     return Consumed();
   }
 
+  // Which of a shard's names its text spells as this format derives them.
+  struct Derived {
+    bool file = false;
+    bool entry = false;
+  };
+
   // The shard's bytes of the text when it is canonical and decodes into
-  // `s`; else 0 (`s` then holds garbage).
-  size_t Shard(IndexShard* s) {
+  // `s`, its names left to the caller in `file` and `entry` (views of the
+  // text); else 0 (`s` then holds garbage). With `derived` (and `namer`,
+  // and `t` the shard's tensor, its key and kind read, `k` the shard's
+  // number), a name spelled exactly as derived is matched in place and
+  // flagged there instead (its view left empty).
+  size_t Shard(IndexShard* s, absl::string_view* file, absl::string_view* entry, Derived* derived = nullptr,
+               ShardNamer* namer = nullptr, const IndexTensor* t = nullptr, size_t k = 0) {
     int64_t rank = 0;
-    absl::string_view file, entry, crcs;
+    absl::string_view crcs;
     if (!Literal("{\"offsets\":") || !IntArray(&s->offsets) || !Literal(",\"sizes\":") || !IntArray(&s->sizes) ||
-        !Literal(",\"rank\":") || !Int(kMaxWorldSize, &rank) || !Literal(",\"file\":") || !String(&file) ||
-        !Literal(",\"entry\":") || !String(&entry) || !Literal(",\"byte_range\":[") || !Int(INT64_MAX, &s->begin) ||
+        !Literal(",\"rank\":") || !Int(kMaxWorldSize, &rank) || !Literal(",\"file\":")) {
+      return 0;
+    }
+    if (derived != nullptr) {
+      const std::string* rank_file = namer->PlainRankFile(static_cast<int>(rank));
+      derived->file = rank_file != nullptr && Quoted(*rank_file, "", 0);
+    }
+    if (!(derived != nullptr && derived->file) && !String(file)) return 0;
+    if (!Literal(",\"entry\":")) return 0;
+    if (derived != nullptr) derived->entry = Quoted(t->key, t->sharded ? "/shard-" : "", k);
+    if (!(derived != nullptr && derived->entry) && !String(entry)) return 0;
+    if (!Literal(",\"byte_range\":[") || !Int(INT64_MAX, &s->begin) ||
         !Literal(",") || !Int(INT64_MAX, &s->end) || !Literal("],\"crc32c\":") || !String(&crcs) || !Literal("}") ||
         !DecodeCrcHex(crcs, &s->block_crcs)) {
       return 0;
     }
     s->rank = static_cast<int>(rank);
-    s->file.assign(file.data(), file.size());
-    s->entry.assign(entry.data(), entry.size());
     return Consumed();
   }
 
@@ -248,6 +297,26 @@ class CanonicalText {
       if (!Literal("]")) return false;
     }
     out->assign(values.begin(), values.end());
+    return true;
+  }
+  // Whether the text continues with the JSON string of `head` (printable
+  // ASCII without a quote or backslash: no escape), then, when `tail` is
+  // not empty, `tail` and the decimal `n`; if so, consumes it.
+  bool Quoted(absl::string_view head, absl::string_view tail, size_t n) {
+    char digits[absl::numbers_internal::kFastToBufferSize];
+    size_t digit_count = 0;
+    if (!tail.empty()) {
+      digit_count = static_cast<size_t>(absl::numbers_internal::FastIntToBuffer(static_cast<uint64_t>(n), digits) - digits);
+    }
+    const size_t length = 2 + head.size() + tail.size() + digit_count;
+    if (static_cast<size_t>(end_ - p_) < length || p_[0] != '"' || p_[length - 1] != '"') return false;
+    const char* q = p_ + 1;
+    if (std::memcmp(q, head.data(), head.size()) != 0) return false;
+    q += head.size();
+    if (std::memcmp(q, tail.data(), tail.size()) != 0) return false;
+    q += tail.size();
+    if (std::memcmp(q, digits, digit_count) != 0) return false;
+    p_ += length;
     return true;
   }
   bool String(absl::string_view* out) {
@@ -311,8 +380,11 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
           continue;
         }
         IndexShard& shard = shards.emplace_back();
-        if (const size_t n = CanonicalText(r.Rest()).Shard(&shard); n > 0) {
+        absl::string_view file, entry;
+        if (const size_t n = CanonicalText(r.Rest()).Shard(&shard, &file, &entry); n > 0) {
           r.Consume(n);
+          shard.named_file.emplace(file);  // named once the key is known
+          shard.named_entry.emplace(entry);
           continue;
         }
         shard = IndexShard();
@@ -348,6 +420,11 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
   if (!shards_array) return BadKey(index_name, tensor.key, "shards is not an array");
   if (shard_not_object) return BadKey(index_name, tensor.key, "a shard is not an object");
   if (!shard_error.empty()) return BadKey(index_name, tensor.key, shard_error);
+  if (scratch.namer) {
+    ForgetDerivedNames(*scratch.namer, tensor);
+  } else {
+    scratch.pending = true;
+  }
   return tensor;
 }
 
@@ -506,6 +583,7 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
               note(Bad(display_name, std::string(file.status().message())));
             }
           } else {
+            if (!scratch.namer && generation_ok.ok()) scratch.namer.emplace(generation);
             auto tensor = DecodeTensor(r, index.tensors.size(), display_name, scratch);
             if (!r.ok()) break;
             if (tensor.ok()) {
@@ -549,6 +627,10 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
   if (file_not_object) return Bad(display_name, "an element of files is not an object");
   if (!tensors_array) return Bad(display_name, "tensors is not an array");
   if (tensor_not_object) return Bad(display_name, "an element of tensors is not an object");
+  if (scratch.pending) {
+    ShardNamer namer(index.generation);
+    for (IndexTensor& t : index.tensors) ForgetDerivedNames(namer, t);
+  }
   index.Reindex();
   return index;
 }

@@ -21,14 +21,6 @@ bool IsGeneration(const std::string& g) {
   return true;
 }
 
-// Whether `entry` is "<key>/shard-<k>" (sharded) or "<key>", without
-// building either.
-bool IsEntryName(absl::string_view entry, const std::string& key, bool sharded, size_t k) {
-  if (!sharded) return entry == key;
-  return absl::ConsumePrefix(&entry, key) && absl::ConsumePrefix(&entry, "/shard-") &&
-         entry == absl::AlphaNum(k).Piece();
-}
-
 absl::Status Bad(const std::string& display_name, const std::string& what) {
   return absl::InvalidArgumentError(absl::StrCat("checkpoint index ", Quote(display_name), ": ", what));
 }
@@ -55,14 +47,14 @@ absl::Status ValidateFileNaming(const CheckpointIndex& index, const std::string&
 absl::Status ValidateShardNaming(const IndexTensor& t, size_t k, const IndexFile& file,
                                  const std::string& display_name) {
   const IndexShard& s = t.shards[k];
-  if (!IsEntryName(s.entry, t.key, t.sharded, k)) {
+  if (s.named_entry && !IsDerivedEntryName(*s.named_entry, t.key, t.sharded, k)) {
     const std::string want = t.sharded ? absl::StrCat(t.key, "/shard-", k) : t.key;
-    return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " names entry ", Quote(s.entry),
+    return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " names entry ", Quote(*s.named_entry),
                                           "; expected ", Quote(want)));
   }
   if (file.rank != s.rank) {
     return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " of rank ", s.rank, " is in file ",
-                                          Quote(s.file), ", not in its rank's file"));
+                                          Quote(file.name), ", not in its rank's file"));
   }
   return absl::OkStatus();
 }
@@ -76,10 +68,11 @@ absl::Status ValidateIndexNaming(const CheckpointIndex& index, const std::string
   for (const IndexTensor& t : index.tensors) {
     for (size_t k = 0; k < t.shards.size(); ++k) {
       const IndexShard& s = t.shards[k];
-      const auto it = files.find(s.file);
+      const std::string name = ShardFileName(index, s);
+      const auto it = files.find(name);
       if (it == files.end()) {
         return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " of rank ", s.rank,
-                                              " is in file ", Quote(s.file), ", not in its rank's file"));
+                                              " is in file ", Quote(name), ", not in its rank's file"));
       }
       SL_RETURN_IF_ERROR(internal::ValidateShardNaming(t, k, *it->second, display_name));
     }

@@ -199,8 +199,7 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
       shard.offsets = m.offsets;
       shard.sizes = m.sizes;
       shard.rank = m.placement.rank;
-      shard.file = DataFileName(generation, shard.rank);
-      shard.entry = p.sharded ? absl::StrCat(p.key, "/shard-", t.shards.size()) : p.key;
+      // Its file and entry are the ones this format derives (no name set).
       t.shards.push_back(std::move(shard));
     }
     index.tensors.push_back(std::move(t));
@@ -220,9 +219,10 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
         IndexShard& shard = index.tensors[i].shards[j];
         if (shard.rank != rank) continue;
         if (p.source) {
-          entries.push_back(SourceEntry(shard.entry, p.metadata.properties.dtype, p.metadata.shards[j], p.source));
+          entries.push_back(
+              SourceEntry(ShardEntryName(index.tensors[i], j), p.metadata.properties.dtype, p.metadata.shards[j], p.source));
         } else {
-          entries.push_back({shard.entry, p.shards[j]});
+          entries.push_back({ShardEntryName(index.tensors[i], j), p.shards[j]});
         }
         targets.push_back(&shard);
       }
