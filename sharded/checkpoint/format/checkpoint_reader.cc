@@ -110,7 +110,8 @@ void CheckpointReader::IndexShardsByFile() {
   std::vector<std::pair<const IndexTensor*, IndexShard*>>* last = nullptr;
   for (IndexTensor& t : index_->tensors) {
     for (IndexShard& s : t.shards) {
-      const bool same = last != nullptr && (foreign_ == nullptr ? s.rank == last_rank : s.named_file && *s.named_file == *last_name);
+      const bool same = last != nullptr && (foreign_ == nullptr ? s.rank == last_rank
+                                                                 : s.named_file && *s.named_file == *last_name);
       if (!same) {
         const IndexFile* listed = foreign_ == nullptr ? index_->FileOf(s) : nullptr;
         auto it = listed != nullptr ? shards_by_file_.try_emplace(listed->name).first
@@ -219,7 +220,8 @@ bool CheckpointReader::HeaderIsAsSaved(absl::string_view text,
       dtype = tensor->dtype;
       dtype_name = DtypeName(dtype);
     }
-    check.Add(ShardEntryName(*tensor, ShardNumber(*tensor, *shard), &scratch), dtype_name, shard->sizes, shard->begin - data_start, shard->end - data_start);
+    check.Add(ShardEntryName(*tensor, ShardNumber(*tensor, *shard), &scratch), dtype_name, shard->sizes,
+              shard->begin - data_start, shard->end - data_start);
   }
   return std::move(check).Matches();
 }

@@ -389,7 +389,11 @@ TEST(IndexTest, InconsistentIndexesNameTheKey) {
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].end = 2000; }), HasSubstr("out of range"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].named_file = "../../etc/passwd"; }),
               HasSubstr("not in the file list"));
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.files[0].name = "../x"; i.tensors[0].shards[0].named_file = "../x"; i.tensors[1].shards[0].named_file = "../x"; }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) {
+                i.files[0].name = "../x";
+                i.tensors[0].shards[0].named_file = "../x";
+                i.tensors[1].shards[0].named_file = "../x";
+              }),
               HasSubstr("not a plain name"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].block_crcs = {1}; }), HasSubstr("checksums"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shape = {4}; }),
@@ -474,7 +478,10 @@ TEST(IndexTest, IndexChecksumCatchesAnyChangedCharacter) {
 
 // Issue 15, defect 3: FORMAT.md's names, enforced.
 TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].named_entry = "w/shard-1"; i.tensors[0].shards[1].named_entry = "w/shard-0"; }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) {
+                i.tensors[0].shards[0].named_entry = "w/shard-1";
+                i.tensors[0].shards[1].named_entry = "w/shard-0";
+              }),
               HasSubstr("key 'w': shard 0 names entry 'w/shard-1'; expected 'w/shard-0'"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].named_entry = "b2"; }),
               HasSubstr("expected 'b'"));

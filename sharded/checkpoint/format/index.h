@@ -140,7 +140,9 @@ class ShardNamer {
   const std::string* PlainRankFile(int rank);
 
  private:
-  static constexpr int kCachedRanks = 1 << 14;  // beyond: built for each question (no real world size)
+  // Ranks whose names are kept: the decoder's bound on the world size (a
+  // rank beyond has its name built for each question).
+  static constexpr int kCachedRanks = 1 << 20;
   std::string generation_;
   bool plain_;                           // whether the generation needs no JSON escape
   std::vector<std::string> rank_files_;  // built as ranks are met

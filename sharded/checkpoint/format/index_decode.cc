@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iterator>
 #include <optional>
+#include <type_traits>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
@@ -283,20 +284,32 @@ class CanonicalText {
     *out = v;
     return true;
   }
-  // "[]" or "[i,j,...]" with at most kMaxDims integers.
+  // "[]" or "[i,j,...]" with at most kMaxDims integers (`out` garbage when
+  // it fails). Read straight into a box's inline dims; a tensor's shape, a
+  // fresh vector, is gathered first and allocated once.
   template <typename Ints>
   bool IntArray(Ints* out) {
+    if constexpr (std::is_same_v<Ints, std::vector<int64_t>>) {
+      absl::InlinedVector<int64_t, 8> values;
+      if (!IntArrayInto(&values)) return false;
+      out->assign(values.begin(), values.end());
+      return true;
+    } else {
+      return IntArrayInto(out);
+    }
+  }
+  template <typename Ints>
+  bool IntArrayInto(Ints* out) {
     if (!Literal("[")) return false;
-    absl::InlinedVector<int64_t, 8> values;
+    out->clear();
     if (!Literal("]")) {
       do {
         int64_t v;
-        if (values.size() == kMaxDims || !Int(INT64_MAX, &v)) return false;
-        values.push_back(v);
+        if (out->size() == kMaxDims || !Int(INT64_MAX, &v)) return false;
+        out->push_back(v);
       } while (Literal(","));
       if (!Literal("]")) return false;
     }
-    out->assign(values.begin(), values.end());
     return true;
   }
   // Whether the text continues with the JSON string of `head` (printable
@@ -306,7 +319,8 @@ class CanonicalText {
     char digits[absl::numbers_internal::kFastToBufferSize];
     size_t digit_count = 0;
     if (!tail.empty()) {
-      digit_count = static_cast<size_t>(absl::numbers_internal::FastIntToBuffer(static_cast<uint64_t>(n), digits) - digits);
+      const char* digits_end = absl::numbers_internal::FastIntToBuffer(static_cast<uint64_t>(n), digits);
+      digit_count = static_cast<size_t>(digits_end - digits);
     }
     const size_t length = 2 + head.size() + tail.size() + digit_count;
     if (static_cast<size_t>(end_ - p_) < length || p_[0] != '"' || p_[length - 1] != '"') return false;

@@ -219,8 +219,8 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
         IndexShard& shard = index.tensors[i].shards[j];
         if (shard.rank != rank) continue;
         if (p.source) {
-          entries.push_back(
-              SourceEntry(ShardEntryName(index.tensors[i], j), p.metadata.properties.dtype, p.metadata.shards[j], p.source));
+          entries.push_back(SourceEntry(ShardEntryName(index.tensors[i], j), p.metadata.properties.dtype,
+                                        p.metadata.shards[j], p.source));
         } else {
           entries.push_back({ShardEntryName(index.tensors[i], j), p.shards[j]});
         }
