@@ -189,7 +189,9 @@ TEST(BadCheckpointTest, FlippedByteIsAChecksumError) {
   in.close();
   Poke(JoinPath(dir, file), middle, std::string(1, static_cast<char>(byte ^ 0x01)));
   // Default: found while reading, reported everywhere.
-  ExpectFailsEverywhere(LoadOnEveryRank(dir, 2), {"key 'w'", file, "checksum mismatch"}, /*untouched=*/false);
+  // The entry's name is derived, not stored: spelled for the message.
+  ExpectFailsEverywhere(LoadOnEveryRank(dir, 2), {"key 'w'", file, "entry 'w/shard-1'", "checksum mismatch"},
+                        /*untouched=*/false);
   // verify_before_write: found before any tensor changes.
   LoadOptions verify;
   verify.verify_before_write = true;

@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -10,6 +14,7 @@
 
 #include <c10/util/Exception.h>
 
+#include "absl/strings/match.h"
 #include "sharded/checkpoint/format/dtype_names.h"
 #include "sharded/checkpoint/format/file_names.h"
 #include "sharded/checkpoint/format/index.h"
@@ -285,13 +290,14 @@ CheckpointIndex SmallIndex() {
   w.sharded = true;
   w.dtype = c10::ScalarType::Float;
   w.shape = {10, 4};
-  w.shards = {{{{0, 0}, {5, 4}}, 0, "data-0123456789abcdef-r00000.safetensors", "w/shard-0", 208, 288, {1, 2}, {}},
-              {{{5, 0}, {5, 4}}, 1, "data-0123456789abcdef-r00001.safetensors", "w/shard-1", 208, 288, {3, 4}, {}}};
+  // Names unset: the ones FORMAT.md derives (IndexShard).
+  w.shards = {{{{0, 0}, {5, 4}}, 0, std::nullopt, std::nullopt, 208, 288, {1, 2}, {}},
+              {{{5, 0}, {5, 4}}, 1, std::nullopt, std::nullopt, 208, 288, {3, 4}, {}}};
   IndexTensor b;
   b.key = "b";
   b.dtype = c10::ScalarType::Long;
   b.shape = {3};
-  b.shards = {{{{0}, {3}}, 0, "data-0123456789abcdef-r00000.safetensors", "b", 288, 312, {0xdeadbeef}, {}}};
+  b.shards = {{{{0}, {3}}, 0, std::nullopt, std::nullopt, 288, 312, {0xdeadbeef}, {}}};
   index.tensors = {w, b};
   index.Reindex();
   return index;
@@ -655,6 +661,92 @@ TEST(IndexTest, TheWritersSpellingAndAnyOtherDecodeAlike) {
     EXPECT_EQ(fast, error(respell(damaged, false))) << to;
     EXPECT_EQ(fast, error(respell(damaged, true))) << to;
   }
+  // A name other than the derived one is kept whichever path decodes it
+  // (the generation before or after the tensors), and refused by name.
+  const std::vector<std::pair<std::string, std::string>> renamed = {
+      {"\"entry\":\"w/shard-1\"", "names entry 'w/shard-9'; expected 'w/shard-1'"},
+      {"\"file\":\"data-0123456789abcdef-r00001",
+       "shard 1 of rank 1 is in file 'data-0123456789abcdef-r00000.safetensors', not in its rank's file"},
+  };
+  for (const auto& [from, want] : renamed) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    std::string damaged = text;
+    damaged.replace(at, from.size(), absl::StrContains(from, "entry") ? "\"entry\":\"w/shard-9\""
+                                                                       : "\"file\":\"data-0123456789abcdef-r00000");
+    std::string late = ReplaceAll(damaged, generation, "");
+    late.insert(late.rfind("\n}\n"), generation);
+    for (const std::string& variant : {damaged, respell(damaged, false), respell(damaged, true), late}) {
+      auto decoded = DecodeIndex(SealIndex(variant), "i");
+      ASSERT_TRUE(decoded.ok()) << decoded.status();
+      const IndexShard& s = decoded->tensors[0].shards[1];
+      EXPECT_EQ(s.named_entry.has_value(), absl::StrContains(from, "entry")) << variant;
+      EXPECT_EQ(s.named_file.has_value(), absl::StrContains(from, "file")) << variant;
+      EXPECT_FALSE(decoded->tensors[0].shards[0].named_file || decoded->tensors[0].shards[0].named_entry);
+      EXPECT_THAT(std::string(ParseIndex(SealIndex(variant), "i").status().message()), HasSubstr(want)) << variant;
+    }
+  }
+}
+
+// A shard's names as a save records them: unset when derived, kept when not.
+TEST(IndexTest, ShardNamerKeepsOnlyNamesItDoesNotDerive) {
+  const ShardNamer namer("0123456789abcdef");
+  IndexTensor t;
+  t.key = "w";
+  t.sharded = true;
+  IndexShard s;
+  s.rank = 3;
+  namer.Name(t, 2, "data-0123456789abcdef-r00003.safetensors", "w/shard-2", &s);
+  EXPECT_FALSE(s.named_file || s.named_entry);
+  namer.Name(t, 2, "data-0123456789abcdef-r00002.safetensors", "w/shard-3", &s);
+  EXPECT_EQ(s.named_file, std::optional<std::string>("data-0123456789abcdef-r00002.safetensors"));
+  EXPECT_EQ(s.named_entry, std::optional<std::string>("w/shard-3"));
+  namer.Name(t, 2, "data-0123456789abcdef-r00003.safetensors", "w/shard-2", &s);
+  EXPECT_FALSE(s.named_file || s.named_entry);  // reset again
+  t.sharded = false;
+  s.rank = 123456;  // beyond 5 digits, as DataFileName's %05d spells it
+  namer.Name(t, 0, DataFileName("0123456789abcdef", 123456), "w", &s);
+  EXPECT_FALSE(s.named_file || s.named_entry);
+  EXPECT_TRUE(namer.IsRankFile("data-0123456789abcdef-r00007.safetensors", 7));
+  EXPECT_FALSE(namer.IsRankFile("data-0123456789abcdef-r0007.safetensors", 7));
+  EXPECT_FALSE(namer.IsRankFile("data-0123456789abcdef-r00007.safetensors", -7));
+  EXPECT_FALSE(namer.IsRankFile("data-0123456789abcdef-r00007.safetensorsx", 7));
+}
+
+// Issue 24 review: a hostile index's generation (checked only after
+// decoding) must not cost memory per rank while it is decoded: a 256 KiB
+// generation and 4096 shards on as many ranks decode within a bounded heap
+// (the names are compared in place, none kept), then are refused.
+TEST(IndexTest, ALongGenerationCostsNoMemoryPerRank) {
+  CheckpointIndex index;
+  index.world_size = 4096;
+  index.generation = std::string(256 << 10, 'a');
+  index.block_bytes = 64;
+  index.files = {{"x", 0, 1000, 200}};
+  for (int r = 0; r < 4096; ++r) {
+    IndexTensor t;
+    t.key = absl::StrCat("k", r);
+    t.dtype = c10::ScalarType::Float;
+    t.shape = {1};
+    t.shards = {{{{0}, {1}}, r, std::string("x"), std::nullopt, 208, 212, {1}, {}}};
+    index.tensors.push_back(std::move(t));
+  }
+  const std::string text = SerializeIndex(index);
+  ASSERT_LT(text.size(), size_t{2} << 20);
+  // In a child, so that its peak resident size is this decode's alone.
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    auto parsed = ParseIndex(text, "i");
+    _exit(!parsed.ok() && absl::StrContains(parsed.status().message(), "is not 16 lowercase hex digits") ? 0 : 1);
+  }
+  int status = 0;
+  struct rusage usage {};
+  ASSERT_EQ(wait4(child, &status, 0, &usage), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // Names kept per rank would be 4096 x 256 KiB = 1 GiB.
+  EXPECT_LT(usage.ru_maxrss, 512 << 10) << "peak resident KiB";
 }
 
 TEST(IndexTest, MalformedJsonIsAnErrorNotACrash) {

@@ -1,6 +1,7 @@
 #include "sharded/checkpoint/format/index.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -140,7 +141,10 @@ const IndexFile* CheckpointIndex::FindFile(const std::string& name) const {
 const IndexFile* CheckpointIndex::FileOf(const IndexShard& shard) const {
   if (shard.named_file) return FindFile(*shard.named_file);
   const size_t r = static_cast<size_t>(shard.rank);
-  return r < file_of_rank_.size() && file_of_rank_[r] != kNoFile ? &files[file_of_rank_[r]] : nullptr;
+  if (shard.rank >= 0 && r < file_of_rank_.size()) {
+    return file_of_rank_[r] != kNoFile ? &files[file_of_rank_[r]] : nullptr;
+  }
+  return shard.rank >= 0 ? FindFile(DataFileName(generation, shard.rank)) : nullptr;  // (not in a save's index)
 }
 
 void CheckpointIndex::Reindex() {
@@ -153,11 +157,12 @@ void CheckpointIndex::Reindex() {
   ShardNamer namer(generation);
   for (size_t i = 0; i < files.size(); ++i) {
     file_index_.emplace(files[i].name, i);
-    // Ranks are at most the decoder's bound (2^20); a file named otherwise
-    // holds no shard by derivation.
+    // A file named otherwise holds no shard by derivation. Ranks are below
+    // the number of files in any index a save writes (one file per rank):
+    // the table is no larger than the list, whatever a hostile index says.
     const int rank = files[i].rank;
-    if (rank < 0 || rank > (1 << 20) || !namer.IsRankFile(files[i].name, rank)) continue;
-    if (file_of_rank_.size() <= static_cast<size_t>(rank)) file_of_rank_.resize(static_cast<size_t>(rank) + 1, kNoFile);
+    if (rank < 0 || static_cast<size_t>(rank) >= files.size() || !namer.IsRankFile(files[i].name, rank)) continue;
+    if (file_of_rank_.empty()) file_of_rank_.assign(files.size(), kNoFile);
     file_of_rank_[static_cast<size_t>(rank)] = i;
   }
 }
@@ -196,25 +201,34 @@ ShardNamer::ShardNamer(absl::string_view generation)
       plain_(std::all_of(generation.begin(), generation.end(),
                          [](char c) { return c >= 0x20 && c <= 0x7e && c != '"' && c != '\\'; })) {}
 
-const std::string* ShardNamer::PlainRankFile(int rank) {
-  if (!plain_ || rank < 0 || rank >= kCachedRanks) return nullptr;
-  const size_t r = static_cast<size_t>(rank);
-  if (rank_files_.size() <= r) rank_files_.resize(r + 1);
-  if (rank_files_[r].empty()) rank_files_[r] = DataFileName(generation_, rank);
-  return &rank_files_[r];
+absl::string_view ShardNamer::RankDigits(int rank, char (&buffer)[kRankDigitsBuffer]) {
+  // DataFileName's "%05d" of a non-negative rank, without a format call.
+  char digits[absl::numbers_internal::kFastToBufferSize];
+  const size_t n = static_cast<size_t>(absl::numbers_internal::FastIntToBuffer(rank, digits) - digits);
+  const size_t pad = n < 5 ? 5 - n : 0;
+  std::memset(buffer, '0', pad);
+  std::memcpy(buffer + pad, digits, n);
+  return absl::string_view(buffer, pad + n);
 }
 
-bool ShardNamer::IsRankFile(absl::string_view file, int rank) {
-  if (rank < 0) return false;
-  if (rank >= kCachedRanks) return file == DataFileName(generation_, rank);
+const std::string* ShardNamer::KeptRankFile(int rank) const {
+  if (!plain_ || generation_.size() != 16 || rank < 0 || rank >= kKeptRanks) return nullptr;
   const size_t r = static_cast<size_t>(rank);
-  if (rank_files_.size() <= r) rank_files_.resize(r + 1);
-  if (rank_files_[r].empty()) rank_files_[r] = DataFileName(generation_, rank);
-  return file == rank_files_[r];
+  if (kept_.size() <= r) kept_.resize(r + 1);
+  if (kept_[r].empty()) kept_[r] = DataFileName(generation_, rank);
+  return &kept_[r];
+}
+
+bool ShardNamer::IsRankFile(absl::string_view file, int rank) const {
+  if (rank < 0) return false;
+  char buffer[kRankDigitsBuffer];
+  return absl::ConsumePrefix(&file, "data-") && absl::ConsumePrefix(&file, generation_) &&
+         absl::ConsumePrefix(&file, "-r") && absl::ConsumeSuffix(&file, ".safetensors") &&
+         file == RankDigits(rank, buffer);
 }
 
 void ShardNamer::Name(const IndexTensor& tensor, size_t k, absl::string_view file, absl::string_view entry,
-                      IndexShard* shard) {
+                      IndexShard* shard) const {
   if (IsRankFile(file, shard->rank)) {
     shard->named_file.reset();
   } else {
@@ -288,9 +302,13 @@ std::string SerializeIndex(const CheckpointIndex& index) {
         AppendJsonString(&out, *s.named_file);
       } else {
         const size_t r = static_cast<size_t>(s.rank);
-        if (rank_files.size() <= r) rank_files.resize(r + 1);
-        if (rank_files[r].empty()) AppendJsonString(&rank_files[r], DataFileName(index.generation, s.rank));
-        out += rank_files[r];
+        if (s.rank >= 0 && r < index.files.size()) {  // a save's ranks: each name spelled once
+          if (rank_files.size() <= r) rank_files.resize(index.files.size());
+          if (rank_files[r].empty()) AppendJsonString(&rank_files[r], DataFileName(index.generation, s.rank));
+          out += rank_files[r];
+        } else {
+          AppendJsonString(&out, DataFileName(index.generation, s.rank));
+        }
       }
       out += ",\"entry\":";
       AppendJsonString(&out, ShardEntryName(t, k, &entry));
@@ -353,11 +371,17 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
   // there): positions in index.files, found as ranks are met.
   std::vector<const IndexFile*> rank_file;
   std::vector<bool> rank_file_known;
+  // (No larger than the file list: a rank beyond it, in no index a save
+  // writes, is looked up each time.)
   auto file_of_rank = [&](int rank) -> const IndexFile* {
-    const size_t r = static_cast<size_t>(rank);  // < world_size <= the decoder's bound
-    if (rank_file.size() <= r) {
-      rank_file.resize(r + 1, nullptr);
-      rank_file_known.resize(r + 1, false);
+    const size_t r = static_cast<size_t>(rank);
+    if (r >= index.files.size()) {
+      auto it = files.find(DataFileName(index.generation, rank));
+      return it == files.end() ? nullptr : it->second;
+    }
+    if (rank_file.empty()) {
+      rank_file.assign(index.files.size(), nullptr);
+      rank_file_known.assign(index.files.size(), false);
     }
     if (!rank_file_known[r]) {
       auto it = files.find(DataFileName(index.generation, rank));

@@ -124,28 +124,37 @@ std::string ShardEntryName(const IndexTensor& tensor, size_t k);
 
 // Sets a shard's names from the ones an index or a save record spells: each
 // left unset when it is the one this format derives (IndexShard), so that a
-// checkpoint of many shards stores no name per shard. Keeps the derived file
-// name of each rank it meets.
+// checkpoint of many shards stores no name per shard. Compares names in
+// place: it builds and keeps none (whatever the generation's length).
 class ShardNamer {
  public:
   explicit ShardNamer(absl::string_view generation);
   // `tensor`'s key and kind are set; `shard` is its shard `k` (not
   // necessarily in tensor.shards yet), its rank set.
-  void Name(const IndexTensor& tensor, size_t k, absl::string_view file, absl::string_view entry, IndexShard* shard);
-  // Whether `file` is `rank`'s file as this format names it.
-  bool IsRankFile(absl::string_view file, int rank);
-  // `rank`'s file name when JSON spells it as is (printable ASCII, no quote
-  // or backslash: a generation as FORMAT.md writes it), for a decoder to
-  // compare with its text in place; else nullptr.
-  const std::string* PlainRankFile(int rank);
+  void Name(const IndexTensor& tensor, size_t k, absl::string_view file, absl::string_view entry,
+            IndexShard* shard) const;
+  // Whether `file` is `rank`'s file as this format names it
+  // (data-<generation>-r<rank, at least 5 digits>.safetensors).
+  bool IsRankFile(absl::string_view file, int rank) const;
+  const std::string& generation() const { return generation_; }
+  // Whether JSON spells the generation as is (printable ASCII, no quote or
+  // backslash; FORMAT.md's 16 hex digits are), so that a decoder may compare
+  // a file name with its text in place.
+  bool plain() const { return plain_; }
+  // `rank`'s digits in a data file name (zero-padded to 5), in `buffer`.
+  static constexpr size_t kRankDigitsBuffer = 32;
+  static absl::string_view RankDigits(int rank, char (&buffer)[kRankDigitsBuffer]);
+  // `rank`'s whole file name, kept for the ranks of a real job when the
+  // generation is plain and of FORMAT.md's length (what a decoder of many
+  // shards compares most); else nullptr. Bounded: at most kKeptRanks names
+  // of a short generation, whatever a hostile index holds.
+  const std::string* KeptRankFile(int rank) const;
 
  private:
-  // Ranks whose names are kept: the decoder's bound on the world size (a
-  // rank beyond has its name built for each question).
-  static constexpr int kCachedRanks = 1 << 20;
+  static constexpr int kKeptRanks = 4096;
   std::string generation_;
-  bool plain_;                           // whether the generation needs no JSON escape
-  std::vector<std::string> rank_files_;  // built as ranks are met
+  bool plain_;
+  mutable std::vector<std::string> kept_;  // by rank, filled as met
 };
 
 // Whether `entry` is the name this format derives for shard `k` of a tensor

@@ -4,6 +4,7 @@
 // text. The trailing index_crc32c member (FORMAT.md) is checked when present.
 #include <array>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <optional>
 #include <type_traits>
@@ -143,7 +144,7 @@ struct DecodeScratch {
 };
 
 // Unsets the names of `t`'s shards that are the ones this format derives.
-void ForgetDerivedNames(ShardNamer& namer, IndexTensor& t) {
+void ForgetDerivedNames(const ShardNamer& namer, IndexTensor& t) {
   for (size_t k = 0; k < t.shards.size(); ++k) {
     IndexShard& s = t.shards[k];
     if (s.named_file && namer.IsRankFile(*s.named_file, s.rank)) s.named_file.reset();
@@ -238,13 +239,27 @@ class CanonicalText {
         !Literal(",\"rank\":") || !Int(kMaxWorldSize, &rank) || !Literal(",\"file\":")) {
       return 0;
     }
-    if (derived != nullptr) {
-      const std::string* rank_file = namer->PlainRankFile(static_cast<int>(rank));
-      derived->file = rank_file != nullptr && Quoted(*rank_file, "", 0);
+    if (derived != nullptr && namer->plain()) {
+      if (const std::string* kept = namer->KeptRankFile(static_cast<int>(rank)); kept != nullptr) {
+        derived->file = Quoted({*kept});
+      } else {
+        char buffer[ShardNamer::kRankDigitsBuffer];
+        derived->file = Quoted({"data-", namer->generation(), "-r",
+                                ShardNamer::RankDigits(static_cast<int>(rank), buffer), ".safetensors"});
+      }
     }
     if (!(derived != nullptr && derived->file) && !String(file)) return 0;
     if (!Literal(",\"entry\":")) return 0;
-    if (derived != nullptr) derived->entry = Quoted(t->key, t->sharded ? "/shard-" : "", k);
+    if (derived != nullptr) {
+      if (t->sharded) {
+        char digits[absl::numbers_internal::kFastToBufferSize];
+        const char* digits_end = absl::numbers_internal::FastIntToBuffer(static_cast<uint64_t>(k), digits);
+        const absl::string_view number(digits, static_cast<size_t>(digits_end - digits));
+        derived->entry = Quoted({t->key, "/shard-", number});
+      } else {
+        derived->entry = Quoted({t->key});
+      }
+    }
     if (!(derived != nullptr && derived->entry) && !String(entry)) return 0;
     if (!Literal(",\"byte_range\":[") || !Int(INT64_MAX, &s->begin) ||
         !Literal(",") || !Int(INT64_MAX, &s->end) || !Literal("],\"crc32c\":") || !String(&crcs) || !Literal("}") ||
@@ -312,24 +327,18 @@ class CanonicalText {
     }
     return true;
   }
-  // Whether the text continues with the JSON string of `head` (printable
-  // ASCII without a quote or backslash: no escape), then, when `tail` is
-  // not empty, `tail` and the decimal `n`; if so, consumes it.
-  bool Quoted(absl::string_view head, absl::string_view tail, size_t n) {
-    char digits[absl::numbers_internal::kFastToBufferSize];
-    size_t digit_count = 0;
-    if (!tail.empty()) {
-      const char* digits_end = absl::numbers_internal::FastIntToBuffer(static_cast<uint64_t>(n), digits);
-      digit_count = static_cast<size_t>(digits_end - digits);
-    }
-    const size_t length = 2 + head.size() + tail.size() + digit_count;
+  // Whether the text continues with the JSON string of `pieces` joined
+  // (each printable ASCII without a quote or backslash: no escape); if so,
+  // consumes it.
+  bool Quoted(std::initializer_list<absl::string_view> pieces) {
+    size_t length = 2;
+    for (absl::string_view piece : pieces) length += piece.size();
     if (static_cast<size_t>(end_ - p_) < length || p_[0] != '"' || p_[length - 1] != '"') return false;
     const char* q = p_ + 1;
-    if (std::memcmp(q, head.data(), head.size()) != 0) return false;
-    q += head.size();
-    if (std::memcmp(q, tail.data(), tail.size()) != 0) return false;
-    q += tail.size();
-    if (std::memcmp(q, digits, digit_count) != 0) return false;
+    for (absl::string_view piece : pieces) {
+      if (std::memcmp(q, piece.data(), piece.size()) != 0) return false;
+      q += piece.size();
+    }
     p_ += length;
     return true;
   }
