@@ -111,7 +111,7 @@ void CheckpointReader::IndexShardsByFile() {
   for (IndexTensor& t : index_->tensors) {
     for (IndexShard& s : t.shards) {
       const bool same = last != nullptr && (foreign_ == nullptr ? s.rank == last_rank
-                                                                 : s.named_file && *s.named_file == *last_name);
+                                                                 : s.named_file() && *s.named_file() == *last_name);
       if (!same) {
         const IndexFile* listed = foreign_ == nullptr ? index_->FileOf(s) : nullptr;
         auto it = listed != nullptr ? shards_by_file_.try_emplace(listed->name).first
@@ -289,7 +289,7 @@ absl::StatusOr<const File*> CheckpointReader::OpenShard(const IndexTensor& tenso
     return file_of_rank_[static_cast<size_t>(shard.rank)];
   }
   std::string derived;  // this format's name, built only until the file is open
-  const std::string& file_name = shard.named_file ? *shard.named_file : (derived = ShardFileName(*index_, shard));
+  const std::string& file_name = shard.named_file() ? *shard.named_file() : (derived = ShardFileName(*index_, shard));
   SL_ASSIGN_OR_RETURN(const File* file, OpenDataFile(file_name, key));
   if (foreign_ == nullptr) return file;
   const auto it = foreign_shards_.find(&shard);
@@ -319,13 +319,13 @@ absl::Status CheckpointReader::CheckEveryFile() {
 EntrySource CheckpointReader::SourceOf(const IndexTensor& tensor, const IndexShard& shard, const File* file) const {
   EntrySource src;
   src.file = file;
-  if (shard.named_file) {
-    src.file_name = *shard.named_file;
+  if (shard.named_file()) {
+    src.file_name = *shard.named_file();
   } else if (const IndexFile* f = index_->FileOf(shard); f != nullptr) {
     src.file_name = f->name;
   }
-  if (shard.named_entry) {
-    src.entry_name = *shard.named_entry;
+  if (shard.named_entry()) {
+    src.entry_name = *shard.named_entry();
   } else {
     src.entry_name = tensor.key;
     if (tensor.sharded) src.entry_shard = ShardNumber(tensor, shard);
@@ -333,7 +333,7 @@ EntrySource CheckpointReader::SourceOf(const IndexTensor& tensor, const IndexSha
   src.dtype = tensor.dtype;
   src.offsets = shard.offsets;
   src.sizes = shard.sizes;
-  src.dim_order = shard.dim_order;
+  src.dim_order = shard.dim_order();
   src.begin = shard.begin;
   src.block_bytes = index_->block_bytes;
   src.block_crcs = foreign_ != nullptr ? nullptr : shard.block_crcs.data();

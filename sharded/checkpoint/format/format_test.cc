@@ -28,6 +28,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
+IndexShard MakeShard(Box box, int rank, std::optional<std::string> file, std::optional<std::string> entry,
+                     int64_t begin, int64_t end, BlockCrcs crcs) {
+  IndexShard s;
+  static_cast<Box&>(s) = std::move(box);
+  s.rank = rank;
+  s.set_named_file(std::move(file));
+  s.set_named_entry(std::move(entry));
+  s.begin = begin;
+  s.end = end;
+  s.block_crcs = std::move(crcs);
+  return s;
+}
+
 std::string TempPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return JoinPath(dir ? dir : "/tmp", name);
@@ -291,13 +304,13 @@ CheckpointIndex SmallIndex() {
   w.dtype = c10::ScalarType::Float;
   w.shape = {10, 4};
   // Names unset: the ones FORMAT.md derives (IndexShard).
-  w.shards = {{{{0, 0}, {5, 4}}, 0, std::nullopt, std::nullopt, 208, 288, {1, 2}, {}},
-              {{{5, 0}, {5, 4}}, 1, std::nullopt, std::nullopt, 208, 288, {3, 4}, {}}};
+  w.shards = {MakeShard({{0, 0}, {5, 4}}, 0, std::nullopt, std::nullopt, 208, 288, {1, 2}),
+              MakeShard({{5, 0}, {5, 4}}, 1, std::nullopt, std::nullopt, 208, 288, {3, 4})};
   IndexTensor b;
   b.key = "b";
   b.dtype = c10::ScalarType::Long;
   b.shape = {3};
-  b.shards = {{{{0}, {3}}, 0, std::nullopt, std::nullopt, 288, 312, {0xdeadbeef}, {}}};
+  b.shards = {MakeShard({{0}, {3}}, 0, std::nullopt, std::nullopt, 288, 312, {0xdeadbeef})};
   index.tensors = {w, b};
   index.Reindex();
   return index;
@@ -357,10 +370,10 @@ TEST(IndexTest, ShardsOfManyDimsAndBlocksRoundTrip) {
   t.sharded = true;
   t.dtype = c10::ScalarType::Float;
   t.shape = {2, 1, 1, 1, 2, 40};  // 6 dims; each shard 80 floats = 5 blocks of 64 bytes
-  t.shards = {{{{0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 2, 40}}, 0, "data-0123456789abcdef-r00000.safetensors",
-               "deep/shard-0", 208, 528, {1, 2, 3, 4, 5}, {}},
-              {{{1, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 2, 40}}, 1, "data-0123456789abcdef-r00001.safetensors",
-               "deep/shard-1", 208, 528, {6, 7, 8, 9, 10}, {}}};
+  t.shards = {MakeShard({{0, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 2, 40}}, 0, "data-0123456789abcdef-r00000.safetensors",
+               "deep/shard-0", 208, 528, {1, 2, 3, 4, 5}),
+              MakeShard({{1, 0, 0, 0, 0, 0}, {1, 1, 1, 1, 2, 40}}, 1, "data-0123456789abcdef-r00001.safetensors",
+               "deep/shard-1", 208, 528, {6, 7, 8, 9, 10})};
   index.tensors = {t};
   index.Reindex();
   ASSERT_TRUE(ValidateIndex(index, "x").ok()) << ValidateIndex(index, "x");
@@ -393,12 +406,12 @@ TEST(IndexTest, InconsistentIndexesNameTheKey) {
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].begin = 280; i.tensors[1].shards[0].end = 304; }),
               ::testing::AllOf(HasSubstr("key 'b'"), HasSubstr("overlap key 'w'")));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].end = 2000; }), HasSubstr("out of range"));
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].named_file = "../../etc/passwd"; }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].set_named_file("../../etc/passwd"); }),
               HasSubstr("not in the file list"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) {
                 i.files[0].name = "../x";
-                i.tensors[0].shards[0].named_file = "../x";
-                i.tensors[1].shards[0].named_file = "../x";
+                i.tensors[0].shards[0].set_named_file("../x");
+                i.tensors[1].shards[0].set_named_file("../x");
               }),
               HasSubstr("not a plain name"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[0].shards[0].block_crcs = {1}; }), HasSubstr("checksums"));
@@ -485,11 +498,11 @@ TEST(IndexTest, IndexChecksumCatchesAnyChangedCharacter) {
 // Issue 15, defect 3: FORMAT.md's names, enforced.
 TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
   EXPECT_THAT(Invalid([](CheckpointIndex& i) {
-                i.tensors[0].shards[0].named_entry = "w/shard-1";
-                i.tensors[0].shards[1].named_entry = "w/shard-0";
+                i.tensors[0].shards[0].set_named_entry("w/shard-1");
+                i.tensors[0].shards[1].set_named_entry("w/shard-0");
               }),
               HasSubstr("key 'w': shard 0 names entry 'w/shard-1'; expected 'w/shard-0'"));
-  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].named_entry = "b2"; }),
+  EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.tensors[1].shards[0].set_named_entry("b2"); }),
               HasSubstr("expected 'b'"));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) { i.generation = "fedcba9876543210"; }),
               HasSubstr("is not named for generation fedcba9876543210"));
@@ -498,7 +511,7 @@ TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
   // and apart): the file's rank, not its name, is what ValidateIndex compares.
   auto in_rank0_file = [](CheckpointIndex& i) {
     IndexShard& s = i.tensors[0].shards[1];  // rank 1's
-    s.named_file = i.files[0].name;
+    s.set_named_file(i.files[0].name);
     s.begin = 312;
     s.end = 392;
   };
@@ -506,7 +519,7 @@ TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
                            "its rank's file";
   EXPECT_THAT(Invalid(in_rank0_file), HasSubstr(want));
   EXPECT_THAT(Invalid([](CheckpointIndex& i) {
-                i.tensors[0].shards[1].named_file = i.files[1].name;
+                i.tensors[0].shards[1].set_named_file(i.files[1].name);
                 i.tensors[0].shards[1].rank = 0;
               }),
               HasSubstr("shard 1 of rank 0 is in file 'data-0123456789abcdef-r00001.safetensors'"));
@@ -515,7 +528,7 @@ TEST(IndexTest, EntryAndFileNamesFollowTheFormat) {
   EXPECT_TRUE(ValidateIndexNaming(index, "x").ok());
   in_rank0_file(index);
   EXPECT_THAT(std::string(ValidateIndexNaming(index, "x").message()), HasSubstr(want));
-  index.tensors[0].shards[1].named_file = "elsewhere.safetensors";
+  index.tensors[0].shards[1].set_named_file("elsewhere.safetensors");
   EXPECT_THAT(std::string(ValidateIndexNaming(index, "x").message()),
               HasSubstr("shard 1 of rank 1 is in file 'elsewhere.safetensors', not in its rank's file"));
 }
@@ -586,7 +599,7 @@ TEST(IndexTest, TheWritersSpellingAndAnyOtherDecodeAlike) {
   IndexTensor scalar;  // a 0-d tensor: empty boxes
   scalar.key = "step";
   scalar.dtype = c10::ScalarType::Long;
-  scalar.shards = {{{{}, {}}, 0, "data-0123456789abcdef-r00000.safetensors", "step", 312, 320, {7}, {}}};
+  scalar.shards = {MakeShard({{}, {}}, 0, "data-0123456789abcdef-r00000.safetensors", "step", 312, 320, {7})};
   index.tensors.push_back(scalar);
   index.Reindex();
   const std::string text = UnsealIndex(SerializeIndex(index));
@@ -613,8 +626,8 @@ TEST(IndexTest, TheWritersSpellingAndAnyOtherDecodeAlike) {
     EXPECT_EQ(UnsealIndex(SerializeIndex(*parsed)), text) << variant;
     for (const IndexTensor& t : parsed->tensors) {
       for (size_t k = 0; k < t.shards.size(); ++k) {
-        EXPECT_FALSE(t.shards[k].named_file.has_value()) << t.key << " " << k << "\n" << variant;
-        EXPECT_FALSE(t.shards[k].named_entry.has_value()) << t.key << " " << k << "\n" << variant;
+        EXPECT_FALSE(t.shards[k].named_file().has_value()) << t.key << " " << k << "\n" << variant;
+        EXPECT_FALSE(t.shards[k].named_entry().has_value()) << t.key << " " << k << "\n" << variant;
         EXPECT_EQ(ShardFileName(*parsed, t.shards[k]), parsed->files[t.shards[k].rank].name);
         EXPECT_EQ(parsed->FileOf(t.shards[k]), &parsed->files[t.shards[k].rank]);
         EXPECT_EQ(ShardEntryName(t, k), t.sharded ? absl::StrCat(t.key, "/shard-", k) : t.key);
@@ -625,8 +638,8 @@ TEST(IndexTest, TheWritersSpellingAndAnyOtherDecodeAlike) {
   // that refuses it).
   auto other = DecodeIndex(ReplaceAll(text, "\"entry\":\"w/shard-1\"", "\"entry\":\"w/shard-9\""), "i");
   ASSERT_TRUE(other.ok()) << other.status();
-  EXPECT_EQ(other->tensors[0].shards[1].named_entry, std::optional<std::string>("w/shard-9"));
-  EXPECT_FALSE(other->tensors[0].shards[1].named_file.has_value());
+  EXPECT_EQ(other->tensors[0].shards[1].named_entry(), std::optional<std::string>("w/shard-9"));
+  EXPECT_FALSE(other->tensors[0].shards[1].named_file().has_value());
   // Fails alike: near the writer's spelling, each damage refused with the
   // same message whichever path meets it first.
   const std::vector<std::pair<std::string, std::string>> damages = {
@@ -680,9 +693,9 @@ TEST(IndexTest, TheWritersSpellingAndAnyOtherDecodeAlike) {
       auto decoded = DecodeIndex(SealIndex(variant), "i");
       ASSERT_TRUE(decoded.ok()) << decoded.status();
       const IndexShard& s = decoded->tensors[0].shards[1];
-      EXPECT_EQ(s.named_entry.has_value(), absl::StrContains(from, "entry")) << variant;
-      EXPECT_EQ(s.named_file.has_value(), absl::StrContains(from, "file")) << variant;
-      EXPECT_FALSE(decoded->tensors[0].shards[0].named_file || decoded->tensors[0].shards[0].named_entry);
+      EXPECT_EQ(s.named_entry().has_value(), absl::StrContains(from, "entry")) << variant;
+      EXPECT_EQ(s.named_file().has_value(), absl::StrContains(from, "file")) << variant;
+      EXPECT_FALSE(decoded->tensors[0].shards[0].named_file() || decoded->tensors[0].shards[0].named_entry());
       EXPECT_THAT(std::string(ParseIndex(SealIndex(variant), "i").status().message()), HasSubstr(want)) << variant;
     }
   }
@@ -697,20 +710,56 @@ TEST(IndexTest, ShardNamerKeepsOnlyNamesItDoesNotDerive) {
   IndexShard s;
   s.rank = 3;
   namer.Name(t, 2, "data-0123456789abcdef-r00003.safetensors", "w/shard-2", &s);
-  EXPECT_FALSE(s.named_file || s.named_entry);
+  EXPECT_FALSE(s.named_file() || s.named_entry());
   namer.Name(t, 2, "data-0123456789abcdef-r00002.safetensors", "w/shard-3", &s);
-  EXPECT_EQ(s.named_file, std::optional<std::string>("data-0123456789abcdef-r00002.safetensors"));
-  EXPECT_EQ(s.named_entry, std::optional<std::string>("w/shard-3"));
+  EXPECT_EQ(s.named_file(), std::optional<std::string>("data-0123456789abcdef-r00002.safetensors"));
+  EXPECT_EQ(s.named_entry(), std::optional<std::string>("w/shard-3"));
   namer.Name(t, 2, "data-0123456789abcdef-r00003.safetensors", "w/shard-2", &s);
-  EXPECT_FALSE(s.named_file || s.named_entry);  // reset again
+  EXPECT_FALSE(s.named_file() || s.named_entry());  // reset again
   t.sharded = false;
   s.rank = 123456;  // beyond 5 digits, as DataFileName's %05d spells it
   namer.Name(t, 0, DataFileName("0123456789abcdef", 123456), "w", &s);
-  EXPECT_FALSE(s.named_file || s.named_entry);
+  EXPECT_FALSE(s.named_file() || s.named_entry());
   EXPECT_TRUE(namer.IsRankFile("data-0123456789abcdef-r00007.safetensors", 7));
   EXPECT_FALSE(namer.IsRankFile("data-0123456789abcdef-r0007.safetensors", 7));
   EXPECT_FALSE(namer.IsRankFile("data-0123456789abcdef-r00007.safetensors", -7));
   EXPECT_FALSE(namer.IsRankFile("data-0123456789abcdef-r00007.safetensorsx", 7));
+}
+
+// A shard of this format states nothing beyond its box, rank, bytes and
+// checksums: the names and dim order a foreign format states live out of
+// line, so an index of millions of shards holds no room for them. A copy
+// carries them and is independent of the original.
+TEST(IndexTest, AShardsStatedNamesAreOutOfLineAndCopiedWithIt) {
+  // Box (2 x 40) + rank + byte range + two inline checksums + one pointer:
+  // the names inline again (two optional strings, a vector) would be 208+.
+  EXPECT_LE(sizeof(IndexShard), 144u);
+  IndexShard s;
+  s.rank = 1;
+  EXPECT_FALSE(s.named_file() || s.named_entry());
+  EXPECT_TRUE(s.dim_order().empty());
+  s.set_named_file("a.distcp");
+  s.set_named_entry("w@0,0");
+  s.set_dim_order({1, 0});
+  IndexShard copy = s;
+  copy.set_named_file("b.distcp");
+  copy.set_dim_order({});
+  EXPECT_EQ(s.named_file(), std::optional<std::string>("a.distcp"));
+  EXPECT_EQ(s.dim_order(), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(copy.named_file(), std::optional<std::string>("b.distcp"));
+  EXPECT_EQ(copy.named_entry(), std::optional<std::string>("w@0,0"));
+  EXPECT_TRUE(copy.dim_order().empty());
+  copy = s;
+  EXPECT_EQ(copy.named_file(), std::optional<std::string>("a.distcp"));
+  EXPECT_EQ(copy.dim_order(), (std::vector<int64_t>{1, 0}));
+  IndexShard moved = std::move(copy);
+  EXPECT_EQ(moved.named_entry(), std::optional<std::string>("w@0,0"));
+  s.set_named_file(std::nullopt);
+  s.set_named_entry(std::nullopt);
+  s.set_dim_order({});
+  EXPECT_FALSE(s.named_file() || s.named_entry());
+  EXPECT_TRUE(s.dim_order().empty());
+  EXPECT_EQ(moved.named_file(), std::optional<std::string>("a.distcp"));
 }
 
 // Issue 24 review: a hostile index's generation (checked only after
@@ -728,7 +777,7 @@ TEST(IndexTest, ALongGenerationCostsNoMemoryPerRank) {
     t.key = absl::StrCat("k", r);
     t.dtype = c10::ScalarType::Float;
     t.shape = {1};
-    t.shards = {{{{0}, {1}}, r, std::string("x"), std::nullopt, 208, 212, {1}, {}}};
+    t.shards = {MakeShard({{0}, {1}}, r, std::string("x"), std::nullopt, 208, 212, {1})};
     index.tensors.push_back(std::move(t));
   }
   const std::string text = SerializeIndex(index);

@@ -139,7 +139,7 @@ const IndexFile* CheckpointIndex::FindFile(const std::string& name) const {
 }
 
 const IndexFile* CheckpointIndex::FileOf(const IndexShard& shard) const {
-  if (shard.named_file) return FindFile(*shard.named_file);
+  if (shard.named_file()) return FindFile(*shard.named_file());
   const size_t r = static_cast<size_t>(shard.rank);
   if (shard.rank >= 0 && r < file_of_rank_.size()) {
     return file_of_rank_[r] != kNoFile ? &files[file_of_rank_[r]] : nullptr;
@@ -167,13 +167,47 @@ void CheckpointIndex::Reindex() {
   }
 }
 
+const IndexShard::Stated& IndexShard::NoneStated() {
+  static const Stated* const none = new Stated();
+  return *none;
+}
+
+IndexShard::Stated& IndexShard::MutableStated() {
+  if (!stated_.p) stated_.p = std::make_unique<Stated>();
+  return *stated_.p;
+}
+
+// A setter that leaves nothing stated frees the out-of-line part: a shard
+// whose names turn out derived holds no memory for them.
+void IndexShard::set_named_file(std::optional<std::string> name) {
+  if (!name && !stated_.p) return;
+  MutableStated().file = std::move(name);
+  DropIfEmpty();
+}
+
+void IndexShard::set_named_entry(std::optional<std::string> name) {
+  if (!name && !stated_.p) return;
+  MutableStated().entry = std::move(name);
+  DropIfEmpty();
+}
+
+void IndexShard::set_dim_order(std::vector<int64_t> order) {
+  if (order.empty() && !stated_.p) return;
+  MutableStated().dim_order = std::move(order);
+  DropIfEmpty();
+}
+
+void IndexShard::DropIfEmpty() {
+  if (stated_.p && !stated_.p->file && !stated_.p->entry && stated_.p->dim_order.empty()) stated_.p.reset();
+}
+
 std::string ShardFileName(const CheckpointIndex& index, const IndexShard& shard) {
-  return shard.named_file ? *shard.named_file : DataFileName(index.generation, shard.rank);
+  return shard.named_file() ? *shard.named_file() : DataFileName(index.generation, shard.rank);
 }
 
 absl::string_view ShardEntryName(const IndexTensor& tensor, size_t k, std::string* scratch) {
   const IndexShard& s = tensor.shards[k];
-  if (s.named_entry) return *s.named_entry;
+  if (s.named_entry()) return *s.named_entry();
   if (!tensor.sharded) return tensor.key;
   // Built by hand: this runs for every shard of a file whose header is
   // checked, and StrAppend's sizing pass showed in counts of a load.
@@ -230,14 +264,14 @@ bool ShardNamer::IsRankFile(absl::string_view file, int rank) const {
 void ShardNamer::Name(const IndexTensor& tensor, size_t k, absl::string_view file, absl::string_view entry,
                       IndexShard* shard) const {
   if (IsRankFile(file, shard->rank)) {
-    shard->named_file.reset();
+    shard->set_named_file(std::nullopt);
   } else {
-    shard->named_file.emplace(file);
+    shard->set_named_file(std::string(file));
   }
   if (IsDerivedEntryName(entry, tensor.key, tensor.sharded, k)) {
-    shard->named_entry.reset();
+    shard->set_named_entry(std::nullopt);
   } else {
-    shard->named_entry.emplace(entry);
+    shard->set_named_entry(std::string(entry));
   }
 }
 
@@ -298,8 +332,8 @@ std::string SerializeIndex(const CheckpointIndex& index) {
       out += ",\"sizes\":";
       AppendInts(&out, s.sizes);
       absl::StrAppend(&out, ",\"rank\":", s.rank, ",\"file\":");
-      if (s.named_file) {
-        AppendJsonString(&out, *s.named_file);
+      if (s.named_file()) {
+        AppendJsonString(&out, *s.named_file());
       } else {
         const size_t r = static_cast<size_t>(s.rank);
         if (s.rank >= 0 && r < index.files.size()) {  // a save's ranks: each name spelled once
@@ -418,8 +452,8 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
         return BadKey(display_name, t.key, absl::StrCat(what(), " is on rank ", sh.rank, " >= world size ", index.world_size));
       }
       const IndexFile* found = nullptr;
-      if (sh.named_file) {
-        auto it = files.find(*sh.named_file);
+      if (sh.named_file()) {
+        auto it = files.find(*sh.named_file());
         if (it != files.end()) found = it->second;
       } else if (sh.rank >= 0) {
         found = file_of_rank(sh.rank);
@@ -447,7 +481,7 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
         return BadKey(display_name, t.key, absl::StrCat(what(), " has ", sh.block_crcs.size(), " checksums; its ", want,
                                                         " bytes need ", NumBlocks(want, index.block_bytes)));
       }
-      if (sh.named_entry && sh.named_entry->empty()) {
+      if (sh.named_entry() && sh.named_entry()->empty()) {
         return BadKey(display_name, t.key, absl::StrCat(what(), " has an empty entry name"));
       }
       SL_RETURN_IF_ERROR(internal::ValidateShardNaming(t, k, f, display_name));

@@ -16,6 +16,7 @@
 #include <c10/core/ScalarType.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -54,23 +55,55 @@ using BlockCrcs = absl::InlinedVector<uint32_t, 2>;
 
 // A shard's box of the tensor and where its bytes are.
 struct IndexShard : Box {
-  int rank = 0;  // owner at save
+  int rank = 0;        // owner at save
+  int64_t begin = 0;   // absolute byte range in the file
+  int64_t end = 0;
+  BlockCrcs block_crcs;  // CRC32C of each block_bytes block of [begin, end)
+
   // The data file and the entry in its header that hold the bytes, when they
   // are not the names this format derives: a shard lives in its rank's file,
   // data-<generation>-r<rank>.safetensors, under the entry "<key>" (dense) or
-  // "<key>/shard-<k>" (sharded), and then these are unset (no name stored per
-  // shard). A foreign format (DCP) sets both; decoding an index that names
-  // any other keeps the name, which ValidateIndex then refuses. Read them
-  // through ShardFileName / ShardEntryName, set them through ShardNamer.
-  std::optional<std::string> named_file;
-  std::optional<std::string> named_entry;
-  int64_t begin = 0;  // absolute byte range in the file
-  int64_t end = 0;
-  BlockCrcs block_crcs;  // CRC32C of each block_bytes block of [begin, end)
+  // "<key>/shard-<k>" (sharded), and then these are unset. A foreign format
+  // (DCP) sets both; decoding an index that names any other keeps the name,
+  // which ValidateIndex then refuses. Read them through ShardFileName /
+  // ShardEntryName, set them through ShardNamer.
+  const std::optional<std::string>& named_file() const { return stated().file; }
+  const std::optional<std::string>& named_entry() const { return stated().entry; }
+  void set_named_file(std::optional<std::string> name);
+  void set_named_entry(std::optional<std::string> name);
   // Foreign formats only (a DCP item saved as a transposed or channels_last
   // view): the bytes are row-major over these dims in this order (EntrySource).
   // Empty: row-major, as this format always writes.
-  std::vector<int64_t> dim_order;
+  const std::vector<int64_t>& dim_order() const { return stated().dim_order; }
+  void set_dim_order(std::vector<int64_t> order);
+
+ private:
+  // What a shard states beyond this format's derived facts: out of line, so
+  // a shard of this format (most of an index's records, millions at scale)
+  // holds one null pointer for it instead of ~100 bytes.
+  struct Stated {
+    std::optional<std::string> file;
+    std::optional<std::string> entry;
+    std::vector<int64_t> dim_order;
+  };
+  // Owns a Stated; copied with the shard.
+  struct StatedPtr {
+    std::unique_ptr<Stated> p;
+    StatedPtr() = default;
+    StatedPtr(const StatedPtr& o) : p(o.p ? std::make_unique<Stated>(*o.p) : nullptr) {}
+    StatedPtr& operator=(const StatedPtr& o) {
+      p = o.p ? std::make_unique<Stated>(*o.p) : nullptr;
+      return *this;
+    }
+    StatedPtr(StatedPtr&&) noexcept = default;
+    StatedPtr& operator=(StatedPtr&&) noexcept = default;
+  };
+  static const Stated& NoneStated();
+  const Stated& stated() const { return stated_.p ? *stated_.p : NoneStated(); }
+  Stated& MutableStated();
+  void DropIfEmpty();
+
+  StatedPtr stated_;
 };
 
 struct IndexTensor {

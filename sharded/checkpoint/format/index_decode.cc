@@ -93,7 +93,7 @@ absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s, std::vector<int
   const std::string what = absl::StrCat("shard ", n);
   FieldChecks<7> checks;
   range.clear();
-  std::string crcs;
+  std::string crcs, file, entry;
   int64_t rank = 0;
   if (!r.BeginObject(/*kept=*/true)) return r.status();
   absl::string_view key;
@@ -105,9 +105,9 @@ absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s, std::vector<int
     } else if (key == "rank") {
       checks.Set(2, ReadInt64(r, what, " rank", 0, kMaxWorldSize, &rank));
     } else if (key == "file") {
-      checks.Set(3, ReadString(r, what, " file", &s->named_file.emplace()));
+      checks.Set(3, ReadString(r, what, " file", &file));
     } else if (key == "entry") {
-      checks.Set(4, ReadString(r, what, " entry", &s->named_entry.emplace()));
+      checks.Set(4, ReadString(r, what, " entry", &entry));
     } else if (key == "byte_range") {
       absl::Status st = ReadInt64Array(r, what, " byte_range", 2, 0, INT64_MAX, &range);
       if (st.ok() && range.size() != 2) st = absl::InvalidArgumentError(what + " byte_range is not [begin, end]");
@@ -128,6 +128,8 @@ absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s, std::vector<int
   s->rank = static_cast<int>(rank);
   s->begin = range[0];
   s->end = range[1];
+  s->set_named_file(std::move(file));  // (both present: checked above)
+  s->set_named_entry(std::move(entry));
   return absl::OkStatus();
 }
 
@@ -147,8 +149,8 @@ struct DecodeScratch {
 void ForgetDerivedNames(const ShardNamer& namer, IndexTensor& t) {
   for (size_t k = 0; k < t.shards.size(); ++k) {
     IndexShard& s = t.shards[k];
-    if (s.named_file && namer.IsRankFile(*s.named_file, s.rank)) s.named_file.reset();
-    if (s.named_entry && IsDerivedEntryName(*s.named_entry, t.key, t.sharded, k)) s.named_entry.reset();
+    if (s.named_file() && namer.IsRankFile(*s.named_file(), s.rank)) s.set_named_file(std::nullopt);
+    if (s.named_entry() && IsDerivedEntryName(*s.named_entry(), t.key, t.sharded, k)) s.set_named_entry(std::nullopt);
   }
 }
 
@@ -206,12 +208,12 @@ class CanonicalText {
         }
         // (A new shard's names are unset: set here only when not derived.)
         if (namer == nullptr) {
-          s->named_file.emplace(file);
-          s->named_entry.emplace(entry);
+          s->set_named_file(std::string(file));
+          s->set_named_entry(std::string(entry));
           scratch.pending = true;
         } else {
-          if (!derived.file && !namer->IsRankFile(file, s->rank)) s->named_file.emplace(file);
-          if (!derived.entry && !IsDerivedEntryName(entry, t->key, t->sharded, k)) s->named_entry.emplace(entry);
+          if (!derived.file && !namer->IsRankFile(file, s->rank)) s->set_named_file(std::string(file));
+          if (!derived.entry && !IsDerivedEntryName(entry, t->key, t->sharded, k)) s->set_named_entry(std::string(entry));
         }
       } while (!Literal("]}"));
     }
@@ -406,8 +408,8 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
         absl::string_view file, entry;
         if (const size_t n = CanonicalText(r.Rest()).Shard(&shard, &file, &entry); n > 0) {
           r.Consume(n);
-          shard.named_file.emplace(file);  // named once the key is known
-          shard.named_entry.emplace(entry);
+          shard.set_named_file(std::string(file));  // named once the key is known
+          shard.set_named_entry(std::string(entry));
           continue;
         }
         shard = IndexShard();

@@ -47,9 +47,9 @@ absl::Status ValidateFileNaming(const CheckpointIndex& index, const std::string&
 absl::Status ValidateShardNaming(const IndexTensor& t, size_t k, const IndexFile& file,
                                  const std::string& display_name) {
   const IndexShard& s = t.shards[k];
-  if (s.named_entry && !IsDerivedEntryName(*s.named_entry, t.key, t.sharded, k)) {
+  if (s.named_entry() && !IsDerivedEntryName(*s.named_entry(), t.key, t.sharded, k)) {
     const std::string want = t.sharded ? absl::StrCat(t.key, "/shard-", k) : t.key;
-    return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " names entry ", Quote(*s.named_entry),
+    return Bad(display_name, absl::StrCat("key ", Quote(t.key), ": shard ", k, " names entry ", Quote(*s.named_entry()),
                                           "; expected ", Quote(want)));
   }
   if (file.rank != s.rank) {

@@ -63,7 +63,7 @@ class DcpDataFiles : public ForeignDataFiles {
     }
     shard->begin = t.begin;
     shard->end = t.end;
-    shard->dim_order = t.dim_order;
+    shard->set_dim_order(t.dim_order);
     return absl::OkStatus();
   }
 
@@ -103,8 +103,8 @@ absl::StatusOr<CheckpointIndex> IndexOf(const DcpMetadata& md, const std::string
       s.offsets.assign(c.offsets.begin(), c.offsets.end());
       s.sizes.assign(c.sizes.begin(), c.sizes.end());
       s.rank = std::max(ranks[c.item.file], 0);
-      s.named_file = c.item.file;
-      s.named_entry = absl::StrCat(t.key, "@", absl::StrJoin(c.offsets, ","));
+      s.set_named_file(c.item.file);
+      s.set_named_entry(absl::StrCat(t.key, "@", absl::StrJoin(c.offsets, ",")));
       s.begin = c.item.offset;  // the whole payload until the chunk is located in it (DcpDataFiles)
       s.end = c.item.offset + c.item.length;
       it.shards.push_back(std::move(s));
