@@ -23,28 +23,75 @@ absl::Status CollectiveFailed(c10d::ProcessGroup& pg, absl::string_view op, cons
 
 }  // namespace internal
 
+namespace {
+
+// AllgatherStrings' first exchange carries, for each rank, a slot of this
+// many bytes: the string's length (8 bytes), then as much of the string as
+// fits. Agreement verdicts ("+<fingerprint>:<payload>") fit.
+constexpr int64_t kSlotBytes = 256;
+constexpr int64_t kInlineBytes = kSlotBytes - 8;
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg,
                                                           const std::string& mine) {
   const int w = pg.getSize();
-  // Step 1: every rank learns every length.
-  std::vector<at::Tensor> len_in = {at::full({1}, static_cast<int64_t>(mine.size()), at::kLong)};
-  std::vector<std::vector<at::Tensor>> len_out(1);
-  for (int r = 0; r < w; ++r) len_out[0].push_back(at::empty({1}, at::kLong));
-  absl::Status s = RunCollective(pg, "allgather of lengths", [&] { return pg.allgather(len_out, len_in); });
+  const int rank = pg.getRank();
+  const int64_t length = static_cast<int64_t>(mine.size());
+  // Step 1: rank 0 gathers every rank's slot, then sends all of them to
+  // every rank (one exchange to the RankMonitor). Two collectives whose
+  // latency does not grow with a ring's hops: Gloo's allgather passes the
+  // data around the ring, one hop after another, each a wake-up of the next
+  // rank (4 processes on 2 cores: 3.7 ms against 1.2 ms for a gather and a
+  // broadcast).
+  std::vector<at::Tensor> slot = {at::zeros({kSlotBytes}, at::kByte)};
+  char* own = static_cast<char*>(slot[0].data_ptr());
+  std::memcpy(own, &length, sizeof(length));
+  std::memcpy(own + sizeof(length), mine.data(), static_cast<size_t>(std::min(length, kInlineBytes)));
+  std::vector<at::Tensor> slots = {at::empty({w * kSlotBytes}, at::kByte)};
+  std::vector<std::vector<at::Tensor>> gathered;
+  if (rank == 0) {
+    gathered.resize(1);
+    for (int r = 0; r < w; ++r) gathered[0].push_back(slots[0].narrow(0, r * kSlotBytes, kSlotBytes));
+  }
+  c10d::GatherOptions gather_options;
+  gather_options.rootRank = 0;
+  absl::Status s =
+      RunCollective(pg, "gather of string slots", [&] { return pg.gather(gathered, slot, gather_options); });
   if (!s.ok()) return s;
-  int64_t max_len = 1;  // Gloo wants non-empty buffers
-  for (auto& t : len_out[0]) max_len = std::max(max_len, t.item<int64_t>());
-  // Step 2: bytes, padded to the longest.
-  std::vector<at::Tensor> in = {at::zeros({max_len}, at::kByte)};
-  std::memcpy(in[0].data_ptr(), mine.data(), mine.size());
+  c10d::BroadcastOptions broadcast_options;
+  broadcast_options.rootRank = 0;
+  s = ContinueCollective(pg, "broadcast of string slots", [&] { return pg.broadcast(slots, broadcast_options); });
+  if (!s.ok()) return s;
+  const char* all_slots = static_cast<const char*>(slots[0].data_ptr());
+  std::vector<int64_t> lengths(static_cast<size_t>(w));
+  int64_t max_rest = 0;  // the longest part that did not fit in a slot
+  for (int r = 0; r < w; ++r) {
+    std::memcpy(&lengths[r], all_slots + r * kSlotBytes, sizeof(int64_t));
+    if (lengths[r] < 0) {
+      return absl::InternalError(absl::StrCat("allgather of strings: rank ", r, " sent length ", lengths[r]));
+    }
+    max_rest = std::max(max_rest, lengths[r] - kInlineBytes);
+  }
+  std::vector<std::string> all(static_cast<size_t>(w));
+  for (int r = 0; r < w; ++r) {
+    const char* inline_bytes = all_slots + r * kSlotBytes + sizeof(int64_t);
+    all[r].assign(inline_bytes, static_cast<size_t>(std::min(lengths[r], kInlineBytes)));
+  }
+  if (max_rest <= 0) return all;
+  // Step 2, only when a string is longer than its slot (every rank knows
+  // that from step 1): the rest of each string, padded to the longest rest.
+  std::vector<at::Tensor> in = {at::zeros({max_rest}, at::kByte)};
+  if (length > kInlineBytes) {
+    std::memcpy(in[0].data_ptr(), mine.data() + kInlineBytes, static_cast<size_t>(length - kInlineBytes));
+  }
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < w; ++r) out[0].push_back(at::empty({max_len}, at::kByte));
+  for (int r = 0; r < w; ++r) out[0].push_back(at::empty({max_rest}, at::kByte));
   s = RunCollective(pg, "allgather of bytes", [&] { return pg.allgather(out, in); });
   if (!s.ok()) return s;
-  std::vector<std::string> all(w);
   for (int r = 0; r < w; ++r) {
-    const int64_t n = len_out[0][r].item<int64_t>();
-    all[r].assign(static_cast<const char*>(out[0][r].data_ptr()), n);
+    if (lengths[r] <= kInlineBytes) continue;
+    all[r].append(static_cast<const char*>(out[0][r].data_ptr()), static_cast<size_t>(lengths[r] - kInlineBytes));
   }
   return all;
 }

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,7 +23,11 @@
 namespace shardlight::sharded {
 
 // Every rank contributes `mine`; every rank receives all ranks' strings in
-// rank order. Lengths may differ (two collectives: lengths, then bytes).
+// rank order. Lengths may differ. One exchange when every string is at most
+// 248 bytes: a gather of each rank's length and string to rank 0, then its
+// broadcast (a latency of two steps whatever the world size; the
+// RankMonitor counts them as one collective). A second, an allgather of
+// what did not fit, when one is longer.
 absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg,
                                                           const std::string& mine);
 
@@ -59,8 +64,20 @@ absl::Status CollectiveFailed(c10d::ProcessGroup& pg, absl::string_view op, cons
 // failure names the ranks that had not arrived or are gone:
 // "allreduce failed: rank 2 had not arrived at collective #7: <c10d's words>".
 template <typename Issue>
+absl::Status ContinueCollective(c10d::ProcessGroup& pg, absl::string_view op, Issue&& issue);
+template <typename Issue>
 absl::Status RunCollective(c10d::ProcessGroup& pg, absl::string_view op, Issue&& issue) {
   internal::ArriveAtCollective(pg);
+  return ContinueCollective(pg, op, std::forward<Issue>(issue));
+}
+
+// RunCollective for a later step of one exchange whose first step
+// RunCollective issued (a broadcast of what a gather collected): the
+// RankMonitor counts the exchange once, so a rank that waits here on a peer
+// that never reached the first step names that peer, not the ranks that
+// stopped at the first step because of it.
+template <typename Issue>
+absl::Status ContinueCollective(c10d::ProcessGroup& pg, absl::string_view op, Issue&& issue) {
   absl::Status s = NoThrow([&]() -> absl::Status {
     issue()->wait();
     return absl::OkStatus();

@@ -10,6 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "sharded/agreement.h"
+#include "sharded/collectives.h"
+#include "sharded/rank_monitor.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::simulate {
 namespace {
@@ -154,6 +157,40 @@ TEST_P(CollectivesTest, AgreeAndGatherToAgreesFirst) {
   for (const auto& [code, message] : *results) {
     EXPECT_EQ(code, absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(message, HasSubstr("ranks disagree on the plan: rank 0 and rank 1"));
+  }
+}
+
+// Strings of every length around a slot's capacity (248 bytes) reach every
+// rank whole and in rank order: one exchange (a gather and a broadcast,
+// counted once) while all fit their slots, a second (the rest of the long
+// ones) when one does not.
+TEST_P(CollectivesTest, AllgatherStringsOfEveryLengthAroundTheSlot) {
+  const int w = GetParam();
+  auto string_of = [](int rank, bool long_one) {
+    static constexpr int kLengths[] = {0, 1, 247, 248, 17, 100};
+    const int n = long_one && rank == 1 ? 5249 : kLengths[rank % 6];
+    std::string s(static_cast<size_t>(n), '\0');
+    for (int i = 0; i < n; ++i) s[static_cast<size_t>(i)] = static_cast<char>((rank * 31 + i * 7) % 256);
+    return s;
+  };
+  for (const bool long_one : {false, true}) {
+    SimulatedCluster cluster(w, FastOptions());
+    auto results = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<std::pair<std::vector<std::string>, int64_t>> {
+      auto monitor = sharded::RankMonitor::Of(*ctx.pg);
+      if (monitor == nullptr) return absl::InternalError("no rank monitor");
+      const int64_t before = monitor->arrivals();
+      SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
+                          sharded::AllgatherStrings(*ctx.pg, string_of(ctx.rank, long_one)));
+      return std::make_pair(std::move(all), monitor->arrivals() - before);
+    });
+    ASSERT_TRUE(results.ok()) << results.status();
+    const bool longer = long_one && w > 1;  // rank 1 holds the long string
+    for (int r = 0; r < w; ++r) {
+      const auto& [all, collectives] = (*results)[r];
+      EXPECT_EQ(collectives, longer ? 2 : 1) << "rank " << r << (long_one ? ", one long string" : "");
+      ASSERT_EQ(all.size(), static_cast<size_t>(w)) << "rank " << r;
+      for (int s = 0; s < w; ++s) EXPECT_EQ(all[s], string_of(s, long_one)) << "rank " << r << " got rank " << s;
+    }
   }
 }
 
