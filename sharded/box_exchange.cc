@@ -29,7 +29,7 @@ at::Tensor Slot(const at::Tensor& buffer, int64_t element_offset, absl::Span<con
 // Bytes of a typed 1-d buffer, without a copy.
 at::Tensor AsBytes(const at::Tensor& buffer) {
   return at::from_blob(buffer.data_ptr(), {buffer.numel() * static_cast<int64_t>(buffer.element_size())},
-                       at::TensorOptions().dtype(at::kByte));
+                       at::TensorOptions().dtype(at::kByte).device(buffer.device()));
 }
 
 }  // namespace

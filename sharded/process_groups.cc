@@ -55,14 +55,21 @@ bool HasNccl() { return compat::HasNccl(); }
 
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeNcclGroup(const c10::intrusive_ptr<c10d::Store>& store,
                                                                       int rank, int size,
-                                                                      std::chrono::milliseconds timeout) {
+                                                                      std::chrono::milliseconds timeout,
+                                                                      const GlooGroupOptions& cpu) {
   if (!HasNccl()) {
     return absl::FailedPreconditionError(
         "this LibTorch has no NCCL (not a CUDA build); use the gloo backend, or build against a CUDA LibTorch "
         "(--config=torch2 or SHARDLIGHT_LIBTORCH; README.md, \"Which LibTorch\")");
   }
+  auto device = cpu.device;
+  if (!device) {
+    auto made = GlooDeviceForAddress(cpu.bind_address);
+    if (!made.ok()) return made.status();
+    device = *made;
+  }
   auto pg = NoThrow([&]() -> absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> {
-    return compat::NewNcclGroup(store, rank, size, timeout);
+    return compat::NewNcclGroup(store, rank, size, timeout, device, cpu.threads);
   });
   if (pg.ok()) return pg;
   return absl::UnavailableError(

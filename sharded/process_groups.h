@@ -69,10 +69,16 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceForAddress(co
 // Whether this build has NCCL (a CUDA LibTorch: USE_C10D_NCCL).
 bool HasNccl();
 
-// NCCL over `store`; FailedPrecondition when the build has no NCCL.
+// NCCL over `store` for CUDA tensors, and (LibTorch 2.x) Gloo with `cpu`'s
+// device for the CPU tensors of the same group: the agreements every
+// collective part makes are host strings ("cpu:gloo,cuda:nccl"; its timeout is
+// `timeout`). The default `cpu` binds 127.0.0.1: one host only. Collective.
+// FailedPrecondition when the build has no NCCL; InvalidArgument when the
+// Gloo device cannot be made; Unavailable when the group cannot be created.
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeNcclGroup(const c10::intrusive_ptr<c10d::Store>& store,
                                                                       int rank, int size,
-                                                                      std::chrono::milliseconds timeout);
+                                                                      std::chrono::milliseconds timeout,
+                                                                      const GlooGroupOptions& cpu = {});
 
 }  // namespace shardlight::sharded
 

@@ -272,11 +272,21 @@ absl::StatusOr<std::optional<at::Tensor>> ShardedTensor::Gather(int dst) const {
   std::optional<at::Tensor> full;
   ExchangeBox dest{Box::Whole(sizes()), dst, at::Tensor()};
   if (pg_->getRank() == dst) {
-    full = at::empty(sizes(), OptionsFor(metadata().properties));
+    full = at::empty(sizes(), OptionsFor(metadata().properties).device(FullTensorDevice()));
     dest.tensor = *full;
   }
   SL_RETURN_IF_ERROR(ExchangeBoxes(*pg_, dtype(), SourceBoxes(), {dest}));
   return full;
+}
+
+c10::Device ShardedTensor::FullTensorDevice() const {
+  if (!local_shards().empty()) return local_shards()[0].tensor.device();
+  const int rank = pg_->getRank();
+  for (const ShardMetadata& m : metadata().shards) {
+    if (m.placement.rank == rank) return c10::Device(m.placement.DeviceString());
+  }
+  if (!metadata().shards.empty()) return c10::Device(metadata().shards[0].placement.DeviceString());
+  return c10::Device(c10::kCPU);
 }
 
 // FullTensor is an allgather of each rank's shards packed into equal,
@@ -303,7 +313,10 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
     in_place = in_place && (m.NumElements() == 0 || m.offsets[0] * row == m.placement.rank * slot) &&
                rank_shards[m.placement.rank] == 1;
   }
-  at::TensorOptions options = OptionsFor(metadata().properties);
+  // The slots and the result live where this rank's shards do (an NCCL
+  // group moves CUDA tensors only): its own shard's device, else its
+  // placement's, else (a rank with no shard) the first shard's.
+  at::TensorOptions options = OptionsFor(metadata().properties).device(FullTensorDevice());
   at::Tensor slots = at::empty({static_cast<int64_t>(w) * slot}, options);
   // Step 1: this rank's shards, packed into its slot (metadata order); a
   // single contiguous shard that fills the slot is sent as it is.
@@ -322,7 +335,7 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
   }
   // Step 2: one allgather of equal-size byte slots.
   auto bytes = [&](const at::Tensor& t) {
-    return at::from_blob(t.data_ptr(), {t.numel() * elem}, at::TensorOptions().dtype(at::kByte));
+    return at::from_blob(t.data_ptr(), {t.numel() * elem}, at::TensorOptions().dtype(at::kByte).device(t.device()));
   };
   std::vector<at::Tensor> in = {bytes(mine)};
   std::vector<std::vector<at::Tensor>> out(1);

@@ -85,15 +85,18 @@ class ShardedTensor {
   // requires_grad (e.g. an optimizer's state for this tensor).
   ShardedTensor ZerosLike(bool requires_grad) const;
 
-  // Collective. The full tensor on rank `dst`; std::nullopt on other ranks.
+  // Collective. The full tensor on rank `dst` (on FullTensor's device);
+  // std::nullopt on other ranks.
   absl::StatusOr<std::optional<at::Tensor>> Gather(int dst) const;
-  // Collective. The full tensor on every rank.
+  // Collective. The full tensor on every rank, on the device of its own
+  // shards (a rank with none: its placement's, else the first shard's).
   absl::StatusOr<at::Tensor> FullTensor() const;
   // Collective. The same global values laid out by `spec`; each element moves
   // at most once, and not at all when its owner does not change.
   absl::StatusOr<ShardedTensor> Reshard(const ShardingSpec& spec, ExchangeStats* stats = nullptr) const;
 
  private:
+  c10::Device FullTensorDevice() const;
   // The immutable part, shared by copies.
   struct Layout {
     ShardedTensorMetadata metadata;

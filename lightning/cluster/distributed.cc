@@ -151,7 +151,7 @@ absl::StatusOr<std::unique_ptr<DistributedContext>> InitDistributed(const Proces
   }
   absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> pg;
   if (backend == "nccl") {
-    pg = sharded::MakeNcclGroup(group_store, placement.rank, placement.world_size, options.collective_timeout);
+    pg = sharded::MakeNcclGroup(group_store, placement.rank, placement.world_size, options.collective_timeout, gloo);
   } else {
     pg = sharded::MakeGlooGroup(group_store, placement.rank, placement.world_size, gloo);
     ctx->gloo_ = gloo;

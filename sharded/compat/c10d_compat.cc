@@ -4,6 +4,7 @@
 
 #include <c10/util/Exception.h>
 #include <torch/csrc/api/include/torch/version.h>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -37,6 +38,33 @@ struct MemberClassOf<R (C::*)(A...)> {
 template <typename T>
 using MemberClass = typename MemberClassOf<T>::type;
 
+// Whether a group class names its uneven all-to-all `all_to_all_single`
+// (2.15 does) or `alltoall_base` (1.13 to at least 2.11): read from the
+// headers, not the version number.
+template <typename Group, typename = void>
+struct NamesAllToAllSingle : std::false_type {};
+template <typename Group>
+struct NamesAllToAllSingle<Group, std::void_t<decltype(&Group::all_to_all_single)>> : std::true_type {};
+
+template <typename Group>
+c10::intrusive_ptr<c10d::Work> CallAllToAll(Group& pg, at::Tensor& output, at::Tensor& input,
+                                            std::vector<int64_t>& output_splits, std::vector<int64_t>& input_splits) {
+  if constexpr (NamesAllToAllSingle<Group>::value) {
+    return pg.all_to_all_single(output, input, output_splits, input_splits);
+  } else {
+    return pg.alltoall_base(output, input, output_splits, input_splits);
+  }
+}
+
+template <typename Gloo>
+bool GlooDeclaresAllToAll() {
+  if constexpr (NamesAllToAllSingle<Gloo>::value) {
+    return std::is_same_v<MemberClass<decltype(&Gloo::all_to_all_single)>, Gloo>;
+  } else {
+    return std::is_same_v<MemberClass<decltype(&Gloo::alltoall_base)>, Gloo>;
+  }
+}
+
 }  // namespace
 
 std::string HeaderVersion() { return TORCH_VERSION; }
@@ -60,22 +88,14 @@ c10::intrusive_ptr<c10d::ProcessGroup> NewGlooGroup(const c10::intrusive_ptr<c10
 c10::intrusive_ptr<c10d::Work> AllToAllSingle(c10d::ProcessGroup& pg, at::Tensor& output, at::Tensor& input,
                                               std::vector<int64_t>& output_splits,
                                               std::vector<int64_t>& input_splits) {
-#if TORCH_VERSION_MAJOR >= 2
-  return pg.all_to_all_single(output, input, output_splits, input_splits);
-#else
-  return pg.alltoall_base(output, input, output_splits, input_splits);
-#endif
+  return CallAllToAll(pg, output, input, output_splits, input_splits);
 }
 
-std::string AllToAllMethod() { return TORCH_VERSION_MAJOR >= 2 ? "all_to_all_single" : "alltoall_base"; }
-
-bool GlooOverridesAllToAll() {
-#if TORCH_VERSION_MAJOR >= 2
-  return std::is_same_v<MemberClass<decltype(&c10d::ProcessGroupGloo::all_to_all_single)>, c10d::ProcessGroupGloo>;
-#else
-  return std::is_same_v<MemberClass<decltype(&c10d::ProcessGroupGloo::alltoall_base)>, c10d::ProcessGroupGloo>;
-#endif
+std::string AllToAllMethod() {
+  return NamesAllToAllSingle<c10d::ProcessGroupGloo>::value ? "all_to_all_single" : "alltoall_base";
 }
+
+bool GlooOverridesAllToAll() { return GlooDeclaresAllToAll<c10d::ProcessGroupGloo>(); }
 
 std::shared_ptr<gloo::transport::Device> NewGlooDeviceForInterface(const std::string& interface) {
   return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
@@ -94,14 +114,27 @@ bool HasNccl() {
 }
 
 c10::intrusive_ptr<c10d::ProcessGroup> NewNcclGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                    int size, std::chrono::milliseconds timeout) {
+                                                    int size, std::chrono::milliseconds timeout,
+                                                    std::shared_ptr<gloo::transport::Device> cpu_device,
+                                                    int cpu_threads) {
 #ifdef USE_C10D_NCCL
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
 #if TORCH_VERSION_MAJOR >= 2
-  return Front(store, rank, size, c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+  auto pg = Front(store, rank, size, c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, nccl);
+  // CPU tensors (agreements, host metadata) over Gloo, under its own prefix
+  // of the store, as torch's "cpu:gloo,cuda:nccl".
+  auto gloo_options = c10d::ProcessGroupGloo::Options::create(timeout);
+  gloo_options->devices.push_back(std::move(cpu_device));
+  gloo_options->threads = cpu_threads;
+  auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(c10::make_intrusive<c10d::PrefixStore>("cpu/", store), rank,
+                                                          size, gloo_options);
+  pg->setBackend(c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, gloo);
+  return pg;
 #else
+  (void)cpu_device;
+  (void)cpu_threads;
   return nccl;
 #endif
 #else
@@ -109,6 +142,8 @@ c10::intrusive_ptr<c10d::ProcessGroup> NewNcclGroup(const c10::intrusive_ptr<c10
   (void)rank;
   (void)size;
   (void)timeout;
+  (void)cpu_device;
+  (void)cpu_threads;
   TORCH_CHECK(false, "this LibTorch has no NCCL (not a CUDA build)");
 #endif
 }

@@ -32,15 +32,16 @@ c10::intrusive_ptr<c10d::ProcessGroup> NewGlooGroup(const c10::intrusive_ptr<c10
                                                     int size, std::chrono::milliseconds timeout, int threads,
                                                     std::shared_ptr<gloo::transport::Device> device);
 
-// The uneven all-to-all of one flat buffer each way (1.x: alltoall_base;
-// 2.x renamed it all_to_all_single and deprecated the old name). Collective.
+// The uneven all-to-all of one flat buffer each way (alltoall_base up to 2.11
+// at least; 2.15 names it all_to_all_single, the old name deprecated). Collective.
 c10::intrusive_ptr<c10d::Work> AllToAllSingle(c10d::ProcessGroup& pg, at::Tensor& output, at::Tensor& input,
                                               std::vector<int64_t>& output_splits,
                                               std::vector<int64_t>& input_splits);
 
-// The Backend method that implements it: "alltoall_base" (1.x) or
-// "all_to_all_single" (2.x; alltoall_base stays as a deprecated alias that
-// the backends no longer override). The gate looks backends up by it.
+// The Backend method that implements it: "alltoall_base" (1.13 to 2.11 at
+// least) or "all_to_all_single" (2.15; alltoall_base stays as a deprecated
+// alias that the backends no longer override), read from the headers'
+// declarations, not the version. The gate looks backends up by it.
 std::string AllToAllMethod();
 // Whether ProcessGroupGloo's headers declare its own override of that method.
 bool GlooOverridesAllToAll();
@@ -52,10 +53,14 @@ std::shared_ptr<gloo::transport::Device> NewGlooDeviceForHostname(const std::str
 // Whether NCCL is compiled in (a CUDA LibTorch: USE_C10D_NCCL).
 bool HasNccl();
 
-// An NCCL group over `store` (CUDA tensors). Only with HasNccl(); otherwise
-// throws c10::Error saying the build has no NCCL.
+// An NCCL group over `store` for CUDA tensors; on 2.x the same group sends
+// CPU tensors (the agreements' strings, host metadata) over Gloo on
+// `cpu_device` ("cpu:gloo,cuda:nccl"); on 1.x CPU tensors are not supported.
+// Only with HasNccl(); otherwise throws c10::Error saying the build has no NCCL.
 c10::intrusive_ptr<c10d::ProcessGroup> NewNcclGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank,
-                                                    int size, std::chrono::milliseconds timeout);
+                                                    int size, std::chrono::milliseconds timeout,
+                                                    std::shared_ptr<gloo::transport::Device> cpu_device,
+                                                    int cpu_threads);
 
 }  // namespace shardlight::sharded::compat
 

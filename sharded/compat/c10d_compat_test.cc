@@ -49,7 +49,7 @@ TEST(C10dCompatTest, NcclWithoutACudaBuildIsAClearError) {
   if (HasNccl()) GTEST_SKIP() << "a CUDA build: NCCL groups need a GPU (tools/gpu_check.sh)";
   auto store = c10::make_intrusive<c10d::HashStore>();
   try {
-    NewNcclGroup(store, 0, 1, std::chrono::seconds(1));
+    NewNcclGroup(store, 0, 1, std::chrono::seconds(1), NewGlooDeviceForHostname("127.0.0.1"), 1);
     FAIL() << "expected an error";
   } catch (const c10::Error& e) {
     EXPECT_NE(std::string(e.what()).find("has no NCCL"), std::string::npos) << e.what();
