@@ -24,17 +24,23 @@ absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceForAddress(co
   return absl::InvalidArgumentError(absl::StrCat("no Gloo device bound to '", address, "': ", device.status().message()));
 }
 
+namespace {
+
+// The options' device, else one bound to their address.
+absl::StatusOr<std::shared_ptr<gloo::transport::Device>> GlooDeviceFor(const GlooGroupOptions& options) {
+  if (options.device) return options.device;
+  return GlooDeviceForAddress(options.bind_address);
+}
+
+}  // namespace
+
 absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeGlooGroup(const c10::intrusive_ptr<c10d::Store>& store,
                                                                       int rank, int size,
                                                                       const GlooGroupOptions& options) {
-  auto device = options.device;
-  if (!device) {
-    auto made = GlooDeviceForAddress(options.bind_address);
-    if (!made.ok()) return made.status();
-    device = *made;
-  }
+  auto device = GlooDeviceFor(options);
+  if (!device.ok()) return device.status();
   auto pg = NoThrow([&]() -> absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> {
-    return compat::NewGlooGroup(store, rank, size, options.timeout, options.threads, device);
+    return compat::NewGlooGroup(store, rank, size, options.timeout, options.threads, *device);
   });
   if (pg.ok()) return pg;
   return absl::UnavailableError(absl::StrCat("rank ", rank, " of ", size, " could not connect its Gloo group: ",
@@ -62,14 +68,10 @@ absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> MakeNcclGroup(const c10::
         "this LibTorch has no NCCL (not a CUDA build); use the gloo backend, or build against a CUDA LibTorch "
         "(--config=torch2 or SHARDLIGHT_LIBTORCH; README.md, \"Which LibTorch\")");
   }
-  auto device = cpu.device;
-  if (!device) {
-    auto made = GlooDeviceForAddress(cpu.bind_address);
-    if (!made.ok()) return made.status();
-    device = *made;
-  }
+  auto device = GlooDeviceFor(cpu);
+  if (!device.ok()) return device.status();
   auto pg = NoThrow([&]() -> absl::StatusOr<c10::intrusive_ptr<c10d::ProcessGroup>> {
-    return compat::NewNcclGroup(store, rank, size, timeout, device, cpu.threads);
+    return compat::NewNcclGroup(store, rank, size, timeout, *device, cpu.threads);
   });
   if (pg.ok()) return pg;
   return absl::UnavailableError(

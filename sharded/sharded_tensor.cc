@@ -313,9 +313,9 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
     in_place = in_place && (m.NumElements() == 0 || m.offsets[0] * row == m.placement.rank * slot) &&
                rank_shards[m.placement.rank] == 1;
   }
-  // The slots and the result live where this rank's shards do (an NCCL
-  // group moves CUDA tensors only): its own shard's device, else its
-  // placement's, else (a rank with no shard) the first shard's.
+  // The slots and the result live where this rank's shards do, so CUDA
+  // shards go through NCCL and stay on the GPU: its own shard's device, else
+  // its placement's, else (a rank with no shard) the first shard's.
   at::TensorOptions options = OptionsFor(metadata().properties).device(FullTensorDevice());
   at::Tensor slots = at::empty({static_cast<int64_t>(w) * slot}, options);
   // Step 1: this rank's shards, packed into its slot (metadata order); a

@@ -37,14 +37,28 @@ else
   source "$(bazel info --config=torch2 output_base)/external/libtorch/peer.sh"  # LIBTORCH_TORCHRUN
   torchrun=$LIBTORCH_TORCHRUN
 fi
+# Both checks run whatever the first gives, so one device run says all it can;
+# the verdict comes at the end.
+failed=()
 # The test binary itself: its skips say why, and a skip here is a failure.
-out=$("$nccl_test" 2>&1) || { echo "$out"; echo "gpu_check: FAIL (nccl_test)"; exit 1; }
-echo "$out"
-if grep -q "SKIPPED" <<<"$out"; then
-  echo "gpu_check: FAIL: the GPU checks skipped on this machine (see the reasons above)"
-  exit 1
+if out=$("$nccl_test" 2>&1); then
+  echo "$out"
+  if grep -q "SKIPPED" <<<"$out"; then
+    echo "gpu_check: the GPU checks skipped on this machine (see the reasons above)"
+    failed+=("nccl_test skipped")
+  fi
+else
+  echo "$out"
+  failed+=("nccl_test")
 fi
 # The main job on one GPU (a one-process torchrun job, NCCL, CUDA shards).
+train_log=$(mktemp)
+trap 'rm -f "$train_log"' EXIT
 "$torchrun" --standalone --nproc_per_node=1 --no_python "$train" --device=cuda --steps=4 --seed=3 \
-  | tee /dev/stderr | grep -q "final state digest" || { echo "gpu_check: FAIL (train --device=cuda)"; exit 1; }
+  2>&1 | tee "$train_log" || true
+grep -q "final state digest" "$train_log" || failed+=("train --device=cuda")
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "gpu_check: FAIL (${failed[*]}) after $(($(date +%s) - start)) s"
+  exit 1
+fi
 echo "gpu_check: PASS in $(($(date +%s) - start)) s"

@@ -1,6 +1,6 @@
 // The CUDA path: a one-process NCCL group from InitDistributed, and sharded
 // tensors placed on "rank:0/cuda:0" created, all-reduced and gathered there,
-// allgathered through NCCL, and checkpointed from CUDA shards and loaded back
+// allgathered through NCCL, gathered and resharded, and checkpointed from CUDA shards and loaded back
 // onto them. Skipped, with the reason, on a CPU-only LibTorch or a machine
 // with no GPU (tagged "gpu": tools/gpu_check.sh runs it where one is lent).
 #include "gtest/gtest.h"
@@ -66,6 +66,37 @@ TEST(Nccl, AllgatherOnTheGpu) {
   ASSERT_TRUE(sharded::RunCollective(*pg, "allgather", [&] { return pg->allgather(out, in); }).ok());
   EXPECT_TRUE(out[0][0].is_cuda());
   EXPECT_TRUE(at::equal(out[0][0].cpu(), at::arange(6, at::kFloat)));
+  EXPECT_EQ((*ctx)->Leave(), absl::OkStatus());
+}
+
+// Gather and Reshard move boxes through BoxExchange's all-to-all: over NCCL
+// the buffers are CUDA tensors, and the results stay on the GPU.
+TEST(Nccl, GatherAndReshardOnTheGpu) {
+  if (std::string why = WhyNoGpu(); !why.empty()) GTEST_SKIP() << why;
+  auto ctx = OneGpuJob();
+  ASSERT_TRUE(ctx.ok()) << ctx.status();
+  auto& pg = (*ctx)->pg();
+  sharded::ChunkShardingSpec rows;
+  rows.dim = 0;
+  rows.placements = {*sharded::ParsePlacement("rank:0/cuda:0")};
+  auto st = sharded::Randn(rows, {12, 5}, 7, {}, pg);
+  ASSERT_TRUE(st.ok()) << st.status();
+  auto want = st->FullTensor();
+  ASSERT_TRUE(want.ok()) << want.status();
+  auto gathered = st->Gather(0);
+  ASSERT_TRUE(gathered.ok()) << gathered.status();
+  ASSERT_TRUE(gathered->has_value());
+  EXPECT_TRUE((*gathered)->is_cuda());
+  EXPECT_TRUE(at::equal((*gathered)->cpu(), want->cpu()));
+  sharded::ChunkShardingSpec cols = rows;
+  cols.dim = 1;
+  auto resharded = st->Reshard(cols);
+  ASSERT_TRUE(resharded.ok()) << resharded.status();
+  ASSERT_EQ(resharded->local_shards().size(), 1u);
+  EXPECT_TRUE(resharded->local_shards()[0].tensor.is_cuda());
+  auto again = resharded->FullTensor();
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(at::equal(again->cpu(), want->cpu()));
   EXPECT_EQ((*ctx)->Leave(), absl::OkStatus());
 }
 
