@@ -1,5 +1,6 @@
 #include "sharded/checkpoint/async/async_checkpointer.h"
 
+#include <atomic>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -24,7 +25,11 @@ struct AsyncCheckpointer::WriteJob {
   std::vector<StateDict::Entry> entries;  // moved into `structure` by Plan
   std::vector<at::Tensor> staged;         // TensorsToWrite, as the snapshot staged them
   absl::Status step_ok;
-  int64_t staged_bytes = 0;  // this rank's, for the next save's Reserve
+  // This rank's packed snapshot, for the next save's Reserve: set by the
+  // training thread once staged, read by the writer after its save (where the
+  // writer drained during the snapshot it may still be 0: every slot of the
+  // budget exists then anyway).
+  std::atomic<int64_t> staged_bytes{0};
   StateDict structure;
   absl::StatusOr<SavePlan> plan = absl::UnknownError("the save was not planned");
 
@@ -179,7 +184,6 @@ absl::StatusOr<std::shared_ptr<AsyncSaveHandle>> AsyncCheckpointer::Save(const S
   if (step < 0) job->step_ok = absl::InvalidArgumentError(absl::StrCat("step ", step, " is negative"));
   absl::Status staged = NoThrow([&]() -> absl::Status {
     job->staged = TensorsToWrite(job->entries, rank);
-    job->staged_bytes = BytesToStage(staging_, job->staged);
     return absl::OkStatus();
   });
   current_ = handle;
@@ -196,10 +200,8 @@ absl::StatusOr<std::shared_ptr<AsyncSaveHandle>> AsyncCheckpointer::Save(const S
   // training may change it. A failed copy fails the writer, hence the save.
   // Sealed (or aborted) in every case: the writer waits for it.
   if (staged.ok() && job->step_ok.ok()) {
-    staged = NoThrow([&]() -> absl::Status {
-      for (size_t i = 0; i < job->staged.size(); ++i) SL_RETURN_IF_ERROR(staging_.Stage(i, job->staged[i]));
-      return absl::OkStatus();
-    });
+    staged = NoThrow([&]() -> absl::Status { return staging_.StageAll(job->staged); });
+    job->staged_bytes = staging_.staged_bytes();
   }
   if (staged.ok()) {
     staging_.Seal();  // a bad step stages nothing: the writer reports it

@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
 
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/row_major_tiles.h"
@@ -26,6 +29,52 @@ int64_t PieceBytesFor(int64_t budget) {
 }
 
 int64_t AlignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Copies a piece into a slot (`to` is kAlign-aligned) without reading the
+// slot's lines first: on x86-64, non-temporal stores (SSE2, in every x86-64
+// CPU), then a fence, so the writer, which learns of the piece through the
+// area's mutex, sees every byte. A slot is cold when a snapshot fills it, and
+// ordinary stores would read each line before writing it; glibc's memcpy
+// streams only copies above a large threshold (240 MiB on the project's VM),
+// far above a piece. Measured there: 512 MiB staged in 8 MiB pieces 28 ms
+// with these stores, 48 ms with memcpy (one memcpy of all 512 MiB: 44 ms).
+void CopyToSlot(char* to, const char* from, size_t n) {
+#if defined(__x86_64__)
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i + 48));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + i), a);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 16), b);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 32), c);
+    _mm_stream_si128(reinterpret_cast<__m128i*>(to + i + 48), d);
+  }
+  if (i < n) std::memcpy(to + i, from + i, n - i);
+  _mm_sfence();
+#else
+  std::memcpy(to, from, n);
+#endif
+}
+
+// Lookahead for StageAll: a tensor's TensorImpl, then its StorageImpl, pulled
+// into the cache before Stage reads them. With many small tensors those
+// reads, not the bytes, are most of a snapshot (each misses the cache once
+// the state outgrows it). Prefetches never fault, so a tensor with no storage
+// is harmless here.
+constexpr size_t kHeaderLookahead = 16;
+constexpr size_t kStorageLookahead = 8;
+
+void PrefetchImpl(const at::Tensor& t) {
+  const char* impl = reinterpret_cast<const char*>(t.unsafeGetTensorImpl());
+  for (int line = 0; line < 3; ++line) __builtin_prefetch(impl + 64 * line);
+}
+
+void PrefetchStorage(const at::Tensor& t) {
+  if (!t.defined()) return;
+  __builtin_prefetch(t.unsafeGetTensorImpl()->unsafe_storage().unsafeGetStorageImpl());
+}
 
 }  // namespace
 
@@ -97,7 +146,12 @@ void StagingArea::Reset() {
   }
   fill_slot_ = -1;
   fill_pos_ = 0;
+  slots_filled_ = 0;
   draining_ = false;
+}
+
+int64_t StagingArea::staged_bytes() const {
+  return slots_filled_ == 0 ? 0 : (slots_filled_ - 1) * piece_bytes_ + fill_pos_;
 }
 
 void StagingArea::Seal() {
@@ -148,6 +202,7 @@ absl::Status StagingArea::MakeRoom(int64_t bytes) {
   }
   slots_[static_cast<size_t>(fill_slot_)].holds = 1;  // the producer's
   fill_pos_ = 0;
+  ++slots_filled_;
   return absl::OkStatus();
 }
 
@@ -176,7 +231,7 @@ absl::Status StagingArea::Stage(size_t entry, const at::Tensor& tensor) {
       // The slot's memory never moves, and only the producer writes there.
       char* to = slots_[static_cast<size_t>(fill_slot_)].memory.get() + fill_pos_;
       const int64_t n = std::min(piece_bytes_ - fill_pos_, total - pos);
-      std::memcpy(to, p + pos, static_cast<size_t>(n));
+      CopyToSlot(to, p + pos, static_cast<size_t>(n));
       Push(entry, n);
       pos += n;
     }
@@ -198,6 +253,17 @@ absl::Status StagingArea::Stage(size_t entry, const at::Tensor& tensor) {
         Push(entry, bytes);
         return absl::OkStatus();
       });
+}
+
+absl::Status StagingArea::StageAll(const std::vector<at::Tensor>& tensors) {
+  const size_t n = tensors.size();
+  for (size_t i = 0; i < std::min(n, kHeaderLookahead); ++i) PrefetchImpl(tensors[i]);
+  for (size_t i = 0; i < n; ++i) {
+    if (i + kHeaderLookahead < n) PrefetchImpl(tensors[i + kHeaderLookahead]);
+    if (i + kStorageLookahead < n) PrefetchStorage(tensors[i + kStorageLookahead]);
+    SL_RETURN_IF_ERROR(Stage(i, tensors[i]));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<EntryByteSource::Piece> StagingArea::Next(size_t entry) {

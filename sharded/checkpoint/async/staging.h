@@ -68,6 +68,13 @@ class StagingArea : public EntryByteSource {
   // into slots (blocking while none has room). Returns the abort reason once
   // the area is aborted, or the copy's error.
   absl::Status Stage(size_t entry, const at::Tensor& tensor);
+  // Producer: Stage(i, tensors[i]) for each i in order, reading ahead of the
+  // copy (the next tensors' headers) so that a snapshot of many small tensors
+  // costs about their bytes, not a cache miss per tensor field.
+  absl::Status StageAll(const std::vector<at::Tensor>& tensors);
+  // Producer: the slot memory this save's snapshot has filled so far, packed
+  // as PackedBytes counts it (after the last Stage: the whole snapshot's).
+  int64_t staged_bytes() const;
   // Producer: the snapshot is complete (every entry staged).
   void Seal();
   // Writer: blocks until Next may return pieces -- the snapshot is sealed,
@@ -115,6 +122,7 @@ class StagingArea : public EntryByteSource {
   // The producer's fill position (producer thread only).
   int fill_slot_ = -1;
   int64_t fill_pos_ = 0;
+  int64_t slots_filled_ = 0;  // slots this save's snapshot has begun, reused ones again
 };
 
 }  // namespace shardlight::sharded::checkpoint

@@ -57,7 +57,7 @@ std::vector<std::vector<char>> StageAndDrain(StagingArea& area, const std::vecto
       }
     }
   });
-  for (size_t i = 0; i < tensors.size(); ++i) EXPECT_TRUE(area.Stage(i, tensors[i]).ok());
+  EXPECT_TRUE(area.StageAll(tensors).ok());
   area.Seal();
   writer.join();
   return seen;
@@ -101,6 +101,49 @@ TEST(StagingAreaTest, PackedBytesCountsAlignedPiecesNotSlotsPerTensor) {
   EXPECT_EQ(area.PackedBytes({piece + 1}), piece + 64);
   EXPECT_EQ(area.PackedBytes(std::vector<int64_t>(1000, 100)), 128000);
   EXPECT_EQ(area.PackedBytes({0, 64, 0, 1}), 128);
+}
+
+// What a snapshot filled, as the next save's Reserve is told: the packed
+// size, including pieces of one tensor across slots and reused slots.
+TEST(StagingAreaTest, StagedBytesIsThePackedSizeOfTheSnapshot) {
+  StagingArea area(kBudget);
+  area.Reset();
+  EXPECT_EQ(area.staged_bytes(), 0);
+  const std::vector<at::Tensor> small = {at::arange(25, at::kInt), at::arange(3, at::kDouble)};
+  ASSERT_TRUE(area.StageAll(small).ok());
+  EXPECT_EQ(area.staged_bytes(), area.PackedBytes({100, 24}));
+  // Past the budget: the writer drains, slots are reused, the count goes on.
+  area.Reset();
+  std::vector<at::Tensor> tensors;
+  std::vector<int64_t> bytes;
+  for (int i = 0; i < 40; ++i) {
+    tensors.push_back(at::arange(10000 + 999 * i, at::kInt));
+    bytes.push_back(tensors.back().numel() * 4);
+  }
+  tensors.push_back(at::arange(300000, at::kLong));  // 2.4 MB: more than the whole budget
+  bytes.push_back(2400000);
+  const auto seen = StageAndDrain(area, tensors);
+  ASSERT_EQ(seen.size(), tensors.size());
+  EXPECT_EQ(area.staged_bytes(), area.PackedBytes(bytes));
+  EXPECT_GT(area.staged_bytes(), kBudget);
+  EXPECT_LE(area.allocated_bytes(), kBudget);
+}
+
+// Pieces of every length around the 64-byte steps of the copy, at every
+// alignment of the source: the bytes arrive whole.
+TEST(StagingAreaTest, EveryPieceLengthAndSourceAlignmentCopiesExactly) {
+  StagingArea area(kBudget);
+  area.Reset();
+  at::Generator gen = at::detail::createCPUGenerator(11);
+  const at::Tensor pool = at::randint(0, 256, {1 << 16}, gen, at::kByte);
+  std::vector<at::Tensor> tensors;
+  for (int64_t len = 0; len <= 200; ++len) tensors.push_back(pool.narrow(0, len % 67, len));
+  tensors.push_back(pool.narrow(0, 3, 5000));
+  const auto seen = StageAndDrain(area, tensors);
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    ASSERT_EQ(seen[i].size(), static_cast<size_t>(tensors[i].numel())) << i;
+    EXPECT_EQ(std::memcmp(seen[i].data(), tensors[i].data_ptr(), seen[i].size()), 0) << i;
+  }
 }
 
 // Many small tensors share slots: a snapshot of 1,000 of them fits one slot,
