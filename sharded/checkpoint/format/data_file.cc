@@ -109,9 +109,13 @@ absl::Status WriteEntry(File& file, const EntryToWrite& entry, int64_t offset, B
   return WriteTiles(file, tensor.scalar_type(), tensor.sizes().vec(), copy_tile, offset, crcs, buffer_bytes, buffer);
 }
 
-// Streams entry `index` (`total` bytes) from `source` to `file` at `offset`.
+// Streams entry `index` (`total` bytes) from `source` to `file` at `offset`;
+// a small entry's pieces join `pending` (copied, so each piece is released at
+// once), as the direct path coalesces small tensors.
 absl::Status WriteFromSource(File& file, EntryByteSource& source, size_t index, int64_t total, int64_t offset,
-                             BlockChecksums& crcs) {
+                             BlockChecksums& crcs, PendingWrite& pending) {
+  const bool coalesce = total <= kCoalescedEntryBytes;
+  if (!coalesce) SL_RETURN_IF_ERROR(pending.Flush());
   for (int64_t pos = 0; pos < total;) {
     SL_ASSIGN_OR_RETURN(const EntryByteSource::Piece piece, source.Next(index));
     if (piece.size <= 0 || piece.size > total - pos) {
@@ -119,7 +123,8 @@ absl::Status WriteFromSource(File& file, EntryByteSource& source, size_t index, 
                                               pos, " of ", total));
     }
     crcs.Update(piece.data, piece.size);
-    const absl::Status written = file.WriteAt(piece.data, piece.size, offset + pos);
+    const absl::Status written = coalesce ? pending.Add(piece.data, piece.size, offset + pos)
+                                          : file.WriteAt(piece.data, piece.size, offset + pos);
     source.Release();
     SL_RETURN_IF_ERROR(written);
     pos += piece.size;
@@ -161,9 +166,8 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
       crcs.Update(p, length);
       SL_RETURN_IF_ERROR(pending.Add(p, length, data_start + layout[i].begin));
     } else if (options.source != nullptr) {
-      SL_RETURN_IF_ERROR(pending.Flush());
       SL_RETURN_IF_ERROR(WriteFromSource(file, *options.source, i, layout[i].end - layout[i].begin,
-                                         data_start + layout[i].begin, crcs));
+                                         data_start + layout[i].begin, crcs, pending));
     } else {
       SL_RETURN_IF_ERROR(pending.Flush());
       SL_RETURN_IF_ERROR(WriteEntry(file, entries[i], data_start + layout[i].begin, crcs, buffer_bytes, buffer));
