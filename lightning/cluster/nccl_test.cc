@@ -1,8 +1,9 @@
 // The CUDA path: a one-process NCCL group from InitDistributed, and sharded
 // tensors placed on "rank:0/cuda:0" created, all-reduced and gathered there,
-// allgathered through NCCL, gathered and resharded, and checkpointed from CUDA shards and loaded back
-// onto them. Skipped, with the reason, on a CPU-only LibTorch or a machine
-// with no GPU (tagged "gpu": tools/gpu_check.sh runs it where one is lent).
+// allgathered through NCCL, gathered and resharded, and checkpointed from
+// CUDA shards and loaded back onto them. Skipped, with the reason, on a
+// CPU-only LibTorch or a machine with no GPU (tagged "gpu":
+// tools/gpu_check.sh runs it where one is lent).
 #include "gtest/gtest.h"
 #include "lightning/cluster/distributed.h"
 #include "lightning/cluster/free_port.h"
