@@ -26,12 +26,6 @@ at::Tensor Slot(const at::Tensor& buffer, int64_t element_offset, absl::Span<con
   return buffer.narrow(0, element_offset, elements).view(at::IntArrayRef(sizes.data(), sizes.size()));
 }
 
-// Bytes of a typed 1-d buffer, without a copy.
-at::Tensor AsBytes(const at::Tensor& buffer) {
-  return at::from_blob(buffer.data_ptr(), {buffer.numel() * static_cast<int64_t>(buffer.element_size())},
-                       at::TensorOptions().dtype(at::kByte).device(buffer.device()));
-}
-
 }  // namespace
 
 absl::Status ExchangeBoxes(c10d::ProcessGroup& pg, c10::ScalarType dtype,
@@ -96,7 +90,7 @@ absl::Status ExchangeBoxes(c10d::ProcessGroup& pg, c10::ScalarType dtype,
       send_bytes[r] = send_elems[r] * elem;
       recv_bytes[r] = recv_elems[r] * elem;
     }
-    SL_RETURN_IF_ERROR(AllToAllBytes(pg, AsBytes(send), send_bytes, AsBytes(recv), recv_bytes));
+    SL_RETURN_IF_ERROR(AllToAllBytes(pg, ByteView(send), send_bytes, ByteView(recv), recv_bytes));
     // Step 3: unpack into the destination boxes.
     pos = 0;
     for (int r = 0; r < w; ++r) {

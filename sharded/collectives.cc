@@ -131,6 +131,11 @@ absl::StatusOr<std::vector<std::string>> GatherStrings(c10d::ProcessGroup& pg, c
   return all;
 }
 
+at::Tensor ByteView(const at::Tensor& contiguous) {
+  return at::from_blob(contiguous.data_ptr(), {contiguous.numel() * static_cast<int64_t>(contiguous.element_size())},
+                       at::TensorOptions().dtype(at::kByte).device(contiguous.device()));
+}
+
 absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,
                            const std::vector<int64_t>& send_counts, at::Tensor recv,
                            const std::vector<int64_t>& recv_counts) {

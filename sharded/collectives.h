@@ -41,6 +41,10 @@ absl::StatusOr<std::vector<std::string>> AllgatherStrings(c10d::ProcessGroup& pg
 absl::StatusOr<std::vector<std::string>> GatherStrings(c10d::ProcessGroup& pg, const std::string& mine,
                                                        const std::vector<int64_t>& lengths, int root);
 
+// The bytes of a contiguous tensor as a 1-d kByte tensor on the same device,
+// without a copy (what the byte collectives take).
+at::Tensor ByteView(const at::Tensor& contiguous);
+
 // Variable-size all-to-all over raw bytes: rank r receives send_counts[r]
 // bytes from this rank's `send` (concatenated in rank order) and this rank
 // receives recv_counts[s] bytes from rank s into `recv`. Both tensors are

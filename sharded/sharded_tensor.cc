@@ -296,7 +296,6 @@ c10::Device ShardedTensor::FullTensorDevice() const {
 absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
   at::NoGradGuard no_grad;
   const int w = pg_->getSize();
-  const int64_t elem = static_cast<int64_t>(c10::elementSize(dtype()));
   std::vector<int64_t> rank_elems(w, 0), rank_shards(w, 0);
   for (const ShardMetadata& m : metadata().shards) {
     rank_elems[m.placement.rank] += m.NumElements();
@@ -334,12 +333,9 @@ absl::StatusOr<at::Tensor> ShardedTensor::FullTensor() const {
     }
   }
   // Step 2: one allgather of equal-size byte slots.
-  auto bytes = [&](const at::Tensor& t) {
-    return at::from_blob(t.data_ptr(), {t.numel() * elem}, at::TensorOptions().dtype(at::kByte).device(t.device()));
-  };
-  std::vector<at::Tensor> in = {bytes(mine)};
+  std::vector<at::Tensor> in = {ByteView(mine)};
   std::vector<std::vector<at::Tensor>> out(1);
-  for (int r = 0; r < w; ++r) out[0].push_back(bytes(slots.narrow(0, r * slot, slot)));
+  for (int r = 0; r < w; ++r) out[0].push_back(ByteView(slots.narrow(0, r * slot, slot)));
   SL_RETURN_IF_ERROR(RunCollective(*pg_, "allgather", [&] { return pg_->allgather(out, in); }));
   if (in_place) return slots.narrow(0, 0, total).view(sizes());
   // Step 3: otherwise copy each shard out of its owner's slot.
