@@ -14,8 +14,8 @@
 #include "absl/strings/str_join.h"
 #include "simulate/scenario.h"
 #include "simulate/core/simulated_cluster.h"
-#include "tools/flags/directory_flag.h"
-#include "tools/flags/strict_flags.h"
+#include "flags/directory_flag.h"
+#include "flags/strict_flags.h"
 
 ABSL_FLAG(int, world_size, 4, "number of thread-ranks, 1..64");
 ABSL_FLAG(std::string, scenario, "train", "which scenario to run (see --help)");

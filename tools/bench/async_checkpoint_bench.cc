@@ -43,7 +43,7 @@
 #include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 #include "tools/bench/bench_phases.h"
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 
 ABSL_FLAG(double, gib, 0.5, "GiB of sharded float32 state (0.001 .. 16)");
 ABSL_FLAG(int, world_size, 4, "thread-ranks (1 .. 16)");

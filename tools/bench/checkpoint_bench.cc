@@ -41,7 +41,7 @@
 #include "simulate/core/simulated_cluster.h"
 #include "tools/bench/bench_phases.h"
 #include "tools/bench/checkpoint_series.h"
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 
 ABSL_FLAG(double, gib, 1.0, "GiB of sharded float32 state (0.001 .. 64)");
 ABSL_FLAG(std::vector<std::string>, tensors, {"8"},

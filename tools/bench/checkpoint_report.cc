@@ -26,7 +26,7 @@
 #include "tools/bench/checkpoint_series.h"
 #include "tools/bench/dcp_compare_table.h"
 #include "tools/bench/svg_chart.h"
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 
 ABSL_FLAG(std::string, out, "", "directory the report is written to (created)");
 ABSL_FLAG(std::string, dir, "/var/tmp/shardlight_checkpoint_report",

@@ -49,7 +49,7 @@
 #include "tools/bench/bench_phases.h"
 #include "tools/bench/bench_workload.h"
 #include "tools/bench/launcher_job.h"
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 
 ABSL_FLAG(std::string, phase, "w4", "w4: save, load, async and the baselines; w3: the resharding load");
 ABSL_FLAG(std::string, workload, "size:0.1", "size:GiB (64 tensors) or count:N (small tensors)");

@@ -24,7 +24,7 @@
 #include "simulate/core/simulated_cluster.h"
 #include "simulate/training_run.h"
 #include "tools/bench/launcher_job.h"
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 
 ABSL_FLAG(std::string, mode, "threads", "threads or process");
 ABSL_FLAG(int, world_size, 4, "threads mode: ranks");

@@ -18,7 +18,7 @@
 #include "sharded/sharded_tensor.h"
 #include "sharded/tensor_region.h"
 #include "simulate/core/simulated_cluster.h"
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 
 ABSL_FLAG(int, world_size, 4, "ranks");
 ABSL_FLAG(int, mib, 256, "size of the full tensor in MiB");

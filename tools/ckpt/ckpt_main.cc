@@ -25,7 +25,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 #include "tools/ckpt/checkpoint_input.h"
 #include "tools/ckpt/ckpt_commands.h"
 #include "tools/ckpt/interop_commands.h"

@@ -1,5 +1,5 @@
 // PrepareWritableDirectory on the paths a user gets wrong.
-#include "tools/flags/directory_flag.h"
+#include "flags/directory_flag.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

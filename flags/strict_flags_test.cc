@@ -1,5 +1,5 @@
 // The checks behind ParseFlagsOrExit, one argument at a time.
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

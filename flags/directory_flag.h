@@ -1,8 +1,8 @@
 // A flag that names a directory a binary will write into (--checkpoint_dir):
 // checked before the job starts, so a path that can never be that directory is
 // bad usage (exit 2) instead of a failure deep inside the job.
-#ifndef SHARDLIGHT_TOOLS_FLAGS_DIRECTORY_FLAG_H_
-#define SHARDLIGHT_TOOLS_FLAGS_DIRECTORY_FLAG_H_
+#ifndef SHARDLIGHT_FLAGS_DIRECTORY_FLAG_H_
+#define SHARDLIGHT_FLAGS_DIRECTORY_FLAG_H_
 
 #include <string>
 
@@ -18,4 +18,4 @@ std::string PrepareWritableDirectory(const std::string& flag, const std::string&
 
 }  // namespace shardlight::tools::flags
 
-#endif  // SHARDLIGHT_TOOLS_FLAGS_DIRECTORY_FLAG_H_
+#endif  // SHARDLIGHT_FLAGS_DIRECTORY_FLAG_H_

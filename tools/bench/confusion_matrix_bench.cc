@@ -1,7 +1,7 @@
 // Confusion-matrix state per rank and Sync time at W = 1, 2, 4, 8, 16 for a
 // large class count (default 10^4: a 10^8-element int64 matrix). Prints only;
 // the machines are shared, so nothing here is asserted.
-//   bazel run -c opt //lightning/metrics:confusion_matrix_bench -- [classes] [samples]
+//   bazel run -c opt //tools/bench:confusion_matrix_bench -- [classes] [samples]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

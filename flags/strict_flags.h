@@ -4,8 +4,8 @@
 // binaries promise exit code 2 for bad usage (1 means the job itself failed).
 // ParseFlagsOrExit checks every "--name=value" first, reports the bad one by
 // name, exits 2, and only then hands argv to Abseil.
-#ifndef SHARDLIGHT_TOOLS_FLAGS_STRICT_FLAGS_H_
-#define SHARDLIGHT_TOOLS_FLAGS_STRICT_FLAGS_H_
+#ifndef SHARDLIGHT_FLAGS_STRICT_FLAGS_H_
+#define SHARDLIGHT_FLAGS_STRICT_FLAGS_H_
 
 #include <string>
 #include <vector>
@@ -24,4 +24,4 @@ std::string CheckFlagArgument(const std::string& arg);
 
 }  // namespace shardlight::tools::flags
 
-#endif  // SHARDLIGHT_TOOLS_FLAGS_STRICT_FLAGS_H_
+#endif  // SHARDLIGHT_FLAGS_STRICT_FLAGS_H_

@@ -1,4 +1,4 @@
-#include "tools/flags/directory_flag.h"
+#include "flags/directory_flag.h"
 
 #include <fcntl.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "tools/flags/strict_flags.h"
+#include "flags/strict_flags.h"
 
 #include <cstdlib>
 #include <iostream>
