@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/storage/fault_injecting_storage.h"
+#include "sharded/status_macros.h"
 #include "sharded/tensor_region.h"
 
 namespace shardlight::sharded::checkpoint::testing {
@@ -138,8 +139,7 @@ absl::StatusOr<StateDict> MakeState(const std::vector<TensorSpec>& specs, int sa
   for (const TensorSpec& t : specs) {
     const at::Tensor reference = KeyedReference(t.key, t.sizes, t.dtype, std::max(salt, 0));
     if (!t.spec) {
-      absl::Status s = state.Insert(t.key, salt >= 0 ? reference.clone() : Sentinel(reference));
-      if (!s.ok()) return s;
+      SL_RETURN_IF_ERROR(state.Insert(t.key, salt >= 0 ? reference.clone() : Sentinel(reference)));
       continue;
     }
     TensorProperties props;
@@ -154,8 +154,7 @@ absl::StatusOr<StateDict> MakeState(const std::vector<TensorSpec>& specs, int sa
     }
     auto st = ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(shards), *meta, pg);
     if (!st.ok()) return absl::InternalError(absl::StrCat(t.key, ": ", st.status().message()));
-    absl::Status s = state.Insert(t.key, *std::move(st));
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(state.Insert(t.key, *std::move(st)));
   }
   return state;
 }

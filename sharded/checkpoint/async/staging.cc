@@ -198,7 +198,7 @@ absl::Status StagingArea::MakeRoom(int64_t bytes) {
     changed_.notify_all();
     changed_.wait(lock, has_room);
   }
-  if (!aborted_.ok()) return aborted_;
+  SL_RETURN_IF_ERROR(aborted_);
   if (free_.empty()) {
     slots_.push_back({NewSlotMemory(), 0});
     fill_slot_ = static_cast<int>(slots_.size()) - 1;
@@ -275,7 +275,7 @@ absl::Status StagingArea::StageAll(const std::vector<at::Tensor>& tensors) {
 absl::StatusOr<EntryByteSource::Piece> StagingArea::Next(size_t entry) {
   std::unique_lock<std::mutex> lock(mu_);
   changed_.wait(lock, [&] { return !aborted_.ok() || (!queued_.empty() && draining_); });
-  if (!aborted_.ok()) return aborted_;
+  SL_RETURN_IF_ERROR(aborted_);
   const Queued q = queued_.front();
   if (q.entry != entry) {
     return absl::InternalError(absl::StrCat("staging: the writer wants entry ", entry, " but entry ", q.entry, " is next"));

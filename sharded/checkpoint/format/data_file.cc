@@ -94,8 +94,7 @@ absl::Status WriteEntry(File& file, const EntryToWrite& entry, int64_t offset, B
     for (int64_t pos = 0; pos < total; pos += kDirectChunkBytes) {
       const int64_t n = std::min(kDirectChunkBytes, total - pos);
       crcs.Update(p + pos, n);
-      absl::Status s = file.WriteAt(p + pos, n, offset + pos);
-      if (!s.ok()) return s;
+      SL_RETURN_IF_ERROR(file.WriteAt(p + pos, n, offset + pos));
     }
     return absl::OkStatus();
   }

@@ -172,8 +172,7 @@ absl::Status EntryReader::ReadRun(const EntrySource& src, int64_t begin, int64_t
   const int64_t middle_begin = inner_first * block;
   const int64_t middle_end = std::min(inner_last * block, length);
   if (begin < middle_begin) {
-    absl::Status s = ThroughBuffer(src, begin, middle_begin, dst);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(ThroughBuffer(src, begin, middle_begin, dst));
   }
   const int64_t chunk = std::max(block, kDirectChunkBytes - kDirectChunkBytes % block);
   for (int64_t pos = middle_begin; pos < middle_end; pos += chunk) {

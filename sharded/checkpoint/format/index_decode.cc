@@ -638,7 +638,7 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
   }
   // Before the records' errors: a flipped character is reported as such.
   if (index.sealed && check_checksum) SL_RETURN_IF_ERROR(CheckIndexChecksum(json, display_name));
-  if (!first_error.ok()) return first_error;
+  SL_RETURN_IF_ERROR(first_error);
   index.version = version;
   if (!world_ok.ok()) return Bad(display_name, std::string(world_ok.message()));
   index.world_size = static_cast<int>(world);

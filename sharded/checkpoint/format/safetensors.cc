@@ -250,9 +250,10 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::string& json
         any_not_object = true;
         r.Skip(/*kept=*/true);
       } else if (name == "__metadata__") {
+        // Held in `s`: a broken reader's own error comes first (the break).
         absl::Status s = DecodeMetadata(r, &header.metadata, display_name);
         if (!r.ok()) break;
-        if (!s.ok()) return s;
+        SL_RETURN_IF_ERROR(s);
       } else {
         SafetensorsEntry e;
         absl::Status s = DecodeEntry(r, name, data_bytes, &e);

@@ -178,10 +178,8 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
     return absl::InvalidArgumentError(
         absl::StrCat("checksum_block_bytes must be in [", kMinBlockBytes, ", ", kMaxBlockBytes, "]"));
   }
-  absl::Status s = ValidateRunRecord(options_.run);
-  if (!s.ok()) return s;
-  s = MakeDirectories(dir_);
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(ValidateRunRecord(options_.run));
+  SL_RETURN_IF_ERROR(MakeDirectories(dir_));
   const std::string generation = NewGeneration();
   CheckpointIndex index;
   index.world_size = world_size_;
@@ -231,31 +229,27 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
                              {"version", std::to_string(kFormatVersion)},
                              {"rank", std::to_string(rank)}};
     const std::string temp = JoinPath(dir_, TempDataFileName(generation, rank));
-    auto file = WriteDataFile(temp, entries, file_options);
-    if (!file.ok()) return file.status();
+    SL_ASSIGN_OR_RETURN(const auto file, WriteDataFile(temp, entries, file_options));
     written->push_back(temp);
     for (size_t e = 0; e < targets.size(); ++e) {
-      targets[e]->begin = file->entries[e].begin;
-      targets[e]->end = file->entries[e].end;
-      targets[e]->block_crcs.assign(file->entries[e].block_crcs.begin(), file->entries[e].block_crcs.end());
+      targets[e]->begin = file.entries[e].begin;
+      targets[e]->end = file.entries[e].end;
+      targets[e]->block_crcs.assign(file.entries[e].block_crcs.begin(), file.entries[e].block_crcs.end());
     }
-    index.files.push_back({DataFileName(generation, rank), rank, file->bytes, file->header_bytes});
-    totals.bytes_written += file->bytes;
+    index.files.push_back({DataFileName(generation, rank), rank, file.bytes, file.header_bytes});
+    totals.bytes_written += file.bytes;
     ++totals.files;
   }
   index.Reindex();
-  s = ValidateIndex(index, "new index");  // never commit what a load would refuse
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(ValidateIndex(index, "new index"));  // never commit what a load would refuse
 
   // Step 2: every data file to its final name (still unreferenced), durably.
   for (int rank = 0; rank < world_size_; ++rank) {
     const std::string final_path = JoinPath(dir_, DataFileName(generation, rank));
-    s = RenameFile(JoinPath(dir_, TempDataFileName(generation, rank)), final_path);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(RenameFile(JoinPath(dir_, TempDataFileName(generation, rank)), final_path));
     (*written)[rank] = final_path;
   }
-  s = SyncDirectory(dir_);
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(SyncDirectory(dir_));
 
   // Step 3: the index under its temporary name, fsynced, renamed over
   // index.json (the commit point), and the directory fsynced.
@@ -264,15 +258,14 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
   {
     SL_ASSIGN_OR_RETURN(auto file, File::CreateNew(temp_index));
     written->push_back(temp_index);
-    s = file.WriteAt(text.data(), static_cast<int64_t>(text.size()), 0);
-    if (s.ok()) s = file.Sync();
-    if (s.ok()) s = file.Close();
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(file.WriteAt(text.data(), static_cast<int64_t>(text.size()), 0));
+    SL_RETURN_IF_ERROR(file.Sync());
+    SL_RETURN_IF_ERROR(file.Close());
   }
-  s = RenameFile(temp_index, JoinPath(dir_, kIndexFileName));
-  if (!s.ok()) return s;
+  SL_RETURN_IF_ERROR(RenameFile(temp_index, JoinPath(dir_, kIndexFileName)));
   written->clear();  // committed: the files are the checkpoint's now
-  s = SyncDirectory(dir_);
+  // Not SL_RETURN_IF_ERROR: past the commit point the error must say so.
+  const absl::Status s = SyncDirectory(dir_);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("the new checkpoint is committed (", kIndexFileName,
                                                " was renamed into place) but may not be durable: ", s.message()));

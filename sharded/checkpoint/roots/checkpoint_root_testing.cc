@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "sharded/status_macros.h"
+
 namespace shardlight::sharded::checkpoint::testing {
 
 std::vector<TensorSpec> RootLayout(int world) {
@@ -34,8 +36,7 @@ absl::StatusOr<RootLoadResult> LoadRootHere(const c10::intrusive_ptr<c10d::Proce
     if (!AllSentinel(*state)) return absl::InternalError("a failed load changed the destination");
     return loaded;
   }
-  const absl::Status values = CheckState(*state, StepSalt(loaded->step));
-  if (!values.ok()) return values;
+  SL_RETURN_IF_ERROR(CheckState(*state, StepSalt(loaded->step)));
   return loaded;
 }
 

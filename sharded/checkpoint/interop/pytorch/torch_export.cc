@@ -71,7 +71,7 @@ absl::Status WriteZip(CheckpointReader& reader, const std::vector<Item>& items, 
     report->data_bytes += n;
   }
   zip.writeEndOfFile();
-  if (!sink.status.ok()) return sink.status;
+  SL_RETURN_IF_ERROR(sink.status);
   SL_RETURN_IF_ERROR(file.Sync());
   return file.Close();
 }
@@ -232,7 +232,7 @@ void WriteLightningResumeKeys(TorchPickleWriter& pickle, int64_t global_step) {
 absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::string& out_path,
                                              const ExportOptions& options) {
   SL_ASSIGN_OR_RETURN(auto reader, OpenCheckpointForRead(dir));
-  if (absl::Status s = reader.CheckEveryFile(); !s.ok()) return s;
+  SL_RETURN_IF_ERROR(reader.CheckEveryFile());
   const CheckpointIndex& index = reader.index();
   ExportReport report;
   const IndexTensor* step = nullptr;

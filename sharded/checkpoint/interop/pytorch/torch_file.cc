@@ -145,8 +145,7 @@ absl::StatusOr<Selection> SelectEntries(const PickleGraph& graph, const SelectOp
                   (top.count("global_step") != 0 || top.count("epoch") != 0 || top.count("pytorch-lightning_version") != 0);
   Walker walker(graph, &out);
   if (!out.lightning) {
-    absl::Status s = walker.Flatten(root, "", 0);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(walker.Flatten(root, "", 0));
     return out;
   }
   std::set<std::string> selected = {"state_dict"};

@@ -39,9 +39,8 @@ absl::Status Write(const std::vector<ToWrite>& tensors, const std::string& dir, 
   OfflineCheckpointWriter writer(dir, options.world_size, options.writer);
   for (const auto& [key, source_key, tensor] : tensors) {
     auto dim = options.shard_dims.find(source_key);
-    absl::Status s = dim == options.shard_dims.end() ? writer.AddDense(key, tensor)
-                                                     : writer.AddChunked(key, tensor, dim->second);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(dim == options.shard_dims.end() ? writer.AddDense(key, tensor)
+                                                       : writer.AddChunked(key, tensor, dim->second));
     if (dim != options.shard_dims.end()) ++*sharded;
   }
   return writer.Commit();
@@ -110,8 +109,7 @@ absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const s
   // Then write: straight into an existing directory (its atomic commit), or
   // into a temporary sibling renamed into place.
   if (PathExists(out_dir)) {
-    absl::Status s = Write(tensors, out_dir, options, &report.sharded);
-    if (!s.ok()) return s;
+    SL_RETURN_IF_ERROR(Write(tensors, out_dir, options, &report.sharded));
     return report;
   }
   std::string parent = out_dir;
