@@ -357,7 +357,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   LoadStats keys;  // the key lists
   absl::Status mine = NoThrow([&]() -> absl::Status {
     reader = OpenCheckpointForRead(dir, StorageOrPosix(options.storage.get()));
-    if (!reader.ok()) return reader.status();
+    SL_RETURN_IF_ERROR(reader.status());
     SL_RETURN_IF_ERROR(CheckBufferFits(*reader, options));
     return Plan(to_fill, *reader, options, &destinations, &ops, &keys);
   });

@@ -407,7 +407,7 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
   // agree on the dict's structure and take rank 0's generation.
   std::string proposal;
   absl::Status mine = NoThrow([&]() -> absl::Status {
-    if (!plan.ok()) return plan.status();
+    SL_RETURN_IF_ERROR(plan.status());
     SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
     if (rank == 0) proposal = NewGeneration();
     return absl::OkStatus();

@@ -127,23 +127,21 @@ void CheckpointReader::IndexShardsByFile() {
 }
 
 absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expected) {
-  auto size = file.Size();
-  if (!size.ok()) return size.status();
+  SL_ASSIGN_OR_RETURN(const int64_t size, file.Size());
   const std::string name = Quote(expected.name);
-  if (*size >= 8) {  // a shorter file is reported as truncated below
-    auto n = ReadSafetensorsHeaderLength(file, *size, expected.name, &header_bytes_read_);
-    if (!n.ok()) return n.status();
-    if (*size == expected.bytes && *n != expected.header_bytes) {
-      return absl::InvalidArgumentError(absl::StrCat("data file ", name, ": header length ", *n,
+  if (size >= 8) {  // a shorter file is reported as truncated below
+    SL_ASSIGN_OR_RETURN(const auto n, ReadSafetensorsHeaderLength(file, size, expected.name, &header_bytes_read_));
+    if (size == expected.bytes && n != expected.header_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat("data file ", name, ": header length ", n,
                                                      " differs from the index's ", expected.header_bytes));
     }
   }
-  if (*size < expected.bytes) {
-    return absl::DataLossError(absl::StrCat("data file ", name, " is truncated: it has ", *size,
+  if (size < expected.bytes) {
+    return absl::DataLossError(absl::StrCat("data file ", name, " is truncated: it has ", size,
                                             " bytes; the index expects ", expected.bytes));
   }
-  if (*size > expected.bytes) {
-    return absl::DataLossError(absl::StrCat("data file ", name, " has ", *size, " bytes; the index expects ",
+  if (size > expected.bytes) {
+    return absl::DataLossError(absl::StrCat("data file ", name, " has ", size, " bytes; the index expects ",
                                             expected.bytes, " (was it modified after the save?)"));
   }
   // Length and size match the index: the header costs what the save wrote.
@@ -157,9 +155,9 @@ absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expe
     // A header spelled exactly as a save writes the index's entries holds
     // exactly them: no parse needed. Anything else is parsed and checked.
     if (HeaderIsAsSaved(text, placed, expected)) return absl::OkStatus();
-    header = ParseSafetensorsHeader(text, *size - 8 - expected.header_bytes, expected.name);
+    header = ParseSafetensorsHeader(text, size - 8 - expected.header_bytes, expected.name);
   } else {
-    header = ReadSafetensorsHeader(file, *size, expected.name, kMaxSafetensorsHeaderBytes, &header_bytes_read_);
+    header = ReadSafetensorsHeader(file, size, expected.name, kMaxSafetensorsHeaderBytes, &header_bytes_read_);
   }
   if (!header.ok()) return header.status();
   // One lookup per shard: SafetensorsHeader::Find is a scan, which over a

@@ -185,13 +185,12 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
 absl::StatusOr<WrittenFile> WriteDataFile(const std::string& path, const std::vector<EntryToWrite>& entries,
                                           const DataFileOptions& options) {
   Storage& storage = StorageOrPosix(options.storage);
-  auto file = File::CreateNew(storage, path);
-  if (!file.ok()) return file.status();
+  SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, path));
   // An exception (a failing tensor copy) is an error like any other: the
   // partial file is removed either way.
-  auto written = NoThrow([&] { return WriteAll(*file, entries, options); });
+  auto written = NoThrow([&] { return WriteAll(file, entries, options); });
   if (!written.ok()) {
-    file->Close().IgnoreError();
+    file.Close().IgnoreError();
     storage.Remove(path).IgnoreError();
   }
   return written;

@@ -68,12 +68,11 @@ absl::Status DecodeEntry(JsonReader& r, absl::string_view name, int64_t data_byt
   }
   e->begin = offsets[0];
   e->end = offsets[1];
-  auto bytes = EntryBytes(e->dtype, e->shape, what);
-  if (!bytes.ok()) return bytes.status();
-  if (e->end - e->begin != *bytes) {
+  SL_ASSIGN_OR_RETURN(const auto bytes, EntryBytes(e->dtype, e->shape, what));
+  if (e->end - e->begin != bytes) {
     return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets [", e->begin, ", ", e->end, "] hold ",
                                                    e->end - e->begin, " bytes; dtype ", e->dtype, " and shape ",
-                                                   ShapeToString(e->shape), " need ", *bytes));
+                                                   ShapeToString(e->shape), " need ", bytes));
   }
   if (e->end > data_bytes) {
     return absl::InvalidArgumentError(absl::StrCat(what, " data_offsets [", e->begin, ", ", e->end,

@@ -20,23 +20,21 @@ absl::Status SaveStepHere(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, cons
   options.keep_last = keep_last;
   options.save.storage = std::move(storage);
   options.save.on_removed = std::move(on_removed);
-  auto state = MakeState(RootLayout(pg->getSize()), StepSalt(step), pg);
-  if (!state.ok()) return state.status();
-  return SaveToCheckpointRoot(*state, root, step, *pg, options);
+  SL_ASSIGN_OR_RETURN(StateDict state, MakeState(RootLayout(pg->getSize()), StepSalt(step), pg));
+  return SaveToCheckpointRoot(state, root, step, *pg, options);
 }
 
 absl::StatusOr<RootLoadResult> LoadRootHere(const c10::intrusive_ptr<c10d::ProcessGroup>& pg, const std::string& root,
                                             std::shared_ptr<Storage> storage) {
   LoadOptions options;
   options.storage = std::move(storage);
-  auto state = MakeState(RootLayout(pg->getSize()), -1, pg);
-  if (!state.ok()) return state.status();
-  absl::StatusOr<RootLoadResult> loaded = LoadCheckpointFromRoot(*state, root, *pg, options);
+  SL_ASSIGN_OR_RETURN(StateDict state, MakeState(RootLayout(pg->getSize()), -1, pg));
+  absl::StatusOr<RootLoadResult> loaded = LoadCheckpointFromRoot(state, root, *pg, options);
   if (!loaded.ok()) {
-    if (!AllSentinel(*state)) return absl::InternalError("a failed load changed the destination");
+    if (!AllSentinel(state)) return absl::InternalError("a failed load changed the destination");
     return loaded;
   }
-  SL_RETURN_IF_ERROR(CheckState(*state, StepSalt(loaded->step)));
+  SL_RETURN_IF_ERROR(CheckState(state, StepSalt(loaded->step)));
   return loaded;
 }
 

@@ -217,15 +217,13 @@ Storage& PosixStorage() {
 Storage& StorageOrPosix(Storage* storage) { return storage != nullptr ? *storage : PosixStorage(); }
 
 absl::StatusOr<File> File::OpenForRead(Storage& storage, const std::string& path) {
-  auto impl = storage.OpenForRead(path);
-  if (!impl.ok()) return impl.status();
-  return File(*std::move(impl), path);
+  SL_ASSIGN_OR_RETURN(auto impl, storage.OpenForRead(path));
+  return File(std::move(impl), path);
 }
 
 absl::StatusOr<File> File::CreateNew(Storage& storage, const std::string& path) {
-  auto impl = storage.CreateNew(path);
-  if (!impl.ok()) return impl.status();
-  return File(*std::move(impl), path);
+  SL_ASSIGN_OR_RETURN(auto impl, storage.CreateNew(path));
+  return File(std::move(impl), path);
 }
 
 absl::Status File::Close() {

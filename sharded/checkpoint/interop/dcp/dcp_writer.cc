@@ -342,7 +342,7 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
   std::vector<Chunk> chunks;
   std::string proposal;
   absl::Status mine = NoThrow([&]() -> absl::Status {
-    if (!plan.ok()) return plan.status();
+    SL_RETURN_IF_ERROR(plan.status());
     SL_ASSIGN_OR_RETURN(chunks, ChunksOf(state_dict, rank));
     SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
     if (rank == 0) {

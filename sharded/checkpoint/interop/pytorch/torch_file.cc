@@ -207,7 +207,7 @@ absl::StatusOr<std::unique_ptr<TorchFile>> TorchFile::Open(Storage& storage, con
   if (!order.ok() && !absl::IsNotFound(order.status())) return order.status();
   auto pickle = f->zip_->ReadSmall("data.pkl", max_small);
   if (absl::IsNotFound(pickle.status())) return bad("no data.pkl record: not a file written by torch.save");
-  if (!pickle.ok()) return pickle.status();
+  SL_RETURN_IF_ERROR(pickle.status());
   auto graph = ReadPickle(*pickle);
   if (!graph.ok()) return bad("data.pkl: " + std::string(graph.status().message()));
   f->graph_ = std::move(*graph);

@@ -82,10 +82,9 @@ absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const s
     if (!keys.insert(key).second) {
       return absl::InvalidArgumentError(absl::StrCat("'", in_path, "': two entries flatten to key ", Quote(key)));
     }
-    auto tensor = file->Tensor(t.node, t.key);
-    if (!tensor.ok()) return tensor.status();
-    report.data_bytes += tensor->numel() * static_cast<int64_t>(tensor->element_size());
-    tensors.push_back({key, t.key, *tensor});
+    SL_ASSIGN_OR_RETURN(at::Tensor tensor, file->Tensor(t.node, t.key));
+    report.data_bytes += tensor.numel() * static_cast<int64_t>(tensor.element_size());
+    tensors.push_back({key, t.key, tensor});
   }
   if (selection->global_step) {
     const std::string& key = options.global_step_key;
