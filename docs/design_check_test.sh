@@ -52,30 +52,34 @@ mkdir -p extra && touch extra/BUILD.bazel
 fails "//extra: in no layer" layers docs/design.md
 rm -r extra
 
-# lightning reaching up into simulate, then into simulate/core outside a test.
-cp lightning/BUILD.bazel good.bzl
-printf 'cc_library(name = "up", deps = ["//simulate:main"])\n' >>lightning/BUILD.bazel
-fails "//lightning:up (lightning) depends on //simulate:main (simulate)" layers docs/design.md
-cp good.bzl lightning/BUILD.bazel
-printf 'cc_binary(name = "bench", srcs = ["b.cc"], deps = ["//simulate/core:cluster"])\n' >>lightning/BUILD.bazel
-fails "//lightning:bench (lightning) depends on //simulate/core:cluster" layers docs/design.md
-cp good.bzl lightning/BUILD.bazel
-# A floor that reaches up.
-printf 'cc_library(name = "up", deps = ["//lightning:module"])\n' >>simulate/core/BUILD.bazel
-fails "//simulate/core:up (simulate/core) depends on //lightning:module (lightning)" layers docs/design.md
+# with_line FILE LINE WANT ARGS...: FILE with LINE appended fails the check
+# ARGS with WANT in its output; FILE is restored after.
+with_line() {
+  local file="$1" line="$2" want="$3"; shift 3
+  cp "$file" "$work/saved"
+  printf '%s\n' "$line" >>"$file"
+  fails "$want" "$@"
+  cp "$work/saved" "$file"
+}
+
+# lightning reaching up into simulate, into simulate/core outside a test; a
+# floor that reaches up.
+with_line lightning/BUILD.bazel 'cc_library(name = "up", deps = ["//simulate:main"])' \
+  "//lightning:up (lightning) depends on //simulate:main (simulate)" layers docs/design.md
+with_line lightning/BUILD.bazel 'cc_binary(name = "bench", srcs = ["b.cc"], deps = ["//simulate/core:cluster"])' \
+  "//lightning:bench (lightning) depends on //simulate/core:cluster" layers docs/design.md
+with_line simulate/core/BUILD.bazel 'cc_library(name = "up", deps = ["//lightning:module"])' \
+  "//simulate/core:up (simulate/core) depends on //lightning:module (lightning)" layers docs/design.md
+passes layers docs/design.md
 
 # References: a package, a file, a link that leave the repository or lead nowhere.
-cp docs/design.md good.md
-echo 'The old `//gone/package:lib`.' >>docs/design.md
-fails "//gone/package:lib: no such package" refs docs/design.md
-cp good.md docs/design.md
-echo 'The code in `sharded/missing.cc`.' >>docs/design.md
-fails "sharded/missing.cc\`: no such file or folder" refs docs/design.md
-cp good.md docs/design.md
-echo 'More in [the guide](../../elsewhere/guide.md).' >>README.md
-fails "../../elsewhere/guide.md: outside the repository" refs docs/design.md README.md
-echo "# Readme" >README.md
-echo 'See [x](docs/nothing.md) and [y](https://example.org/).' >>README.md
-fails "docs/nothing.md: no such file" refs docs/design.md README.md
-fails "https://example.org/: a link outside the repository" refs docs/design.md README.md
+with_line docs/design.md 'The old `//gone/package:lib`.' "//gone/package:lib: no such package" refs docs/design.md
+with_line docs/design.md 'The code in `sharded/missing.cc`.' "sharded/missing.cc\`: no such file or folder" \
+  refs docs/design.md
+with_line README.md 'More in [the guide](../../elsewhere/guide.md).' "../../elsewhere/guide.md: outside the repository" \
+  refs docs/design.md README.md
+with_line README.md 'See [x](docs/nothing.md).' "docs/nothing.md: no such file" refs docs/design.md README.md
+with_line README.md 'See [y](https://example.org/).' "https://example.org/: a link outside the repository" \
+  refs docs/design.md README.md
+passes refs docs/design.md README.md
 echo "PASS"
