@@ -73,7 +73,7 @@ absl::StatusOr<CheckpointReader> CheckpointReader::Open(const std::string& dir, 
   auto index = DecodeIndex(text, path);
   const int64_t index_bytes = static_cast<int64_t>(text.size());
   std::string().swap(text);
-  if (!index.ok()) return index.status();
+  SL_RETURN_IF_ERROR(index.status());
   SL_RETURN_IF_ERROR(ValidateIndex(*index, path));
   CheckpointReader reader;
   reader.storage_ = &storage;
@@ -159,7 +159,7 @@ absl::Status CheckpointReader::CheckFile(const File& file, const IndexFile& expe
   } else {
     header = ReadSafetensorsHeader(file, size, expected.name, kMaxSafetensorsHeaderBytes, &header_bytes_read_);
   }
-  if (!header.ok()) return header.status();
+  SL_RETURN_IF_ERROR(header.status());
   // One lookup per shard: SafetensorsHeader::Find is a scan, which over a
   // file of n entries would make this check O(n^2).
   std::unordered_map<std::string_view, const SafetensorsEntry*> by_name;

@@ -358,7 +358,7 @@ std::string SerializeIndex(const CheckpointIndex& index) {
 
 absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::string& display_name) {
   auto index = DecodeIndex(json, display_name);
-  if (!index.ok()) return index.status();
+  SL_RETURN_IF_ERROR(index.status());
   SL_RETURN_IF_ERROR(ValidateIndex(*index, display_name));
   return index;
 }

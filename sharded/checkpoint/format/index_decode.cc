@@ -79,7 +79,7 @@ absl::StatusOr<IndexFile> DecodeFile(JsonReader& r, size_t i) {
       break;
     }
   }
-  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(r.status());
   SL_RETURN_IF_ERROR(checks.First(what, {{" name", " rank", " bytes", " header_bytes"}}));
   file.rank = static_cast<int>(rank);
   return file;
@@ -122,7 +122,7 @@ absl::Status DecodeShard(JsonReader& r, size_t n, IndexShard* s, std::vector<int
       break;
     }
   }
-  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(r.status());
   SL_RETURN_IF_ERROR(
       checks.First(what, {{" offsets", " sizes", " rank", " file", " entry", " byte_range", " crc32c"}}));
   s->rank = static_cast<int>(rank);
@@ -426,7 +426,7 @@ absl::StatusOr<IndexTensor> DecodeTensor(JsonReader& r, size_t i, const std::str
       break;
     }
   }
-  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(r.status());
   if (!checks.seen[0] || !checks.status[0].ok()) {
     const std::string problem = checks.seen[0] ? std::string(checks.status[0].message()) : "key is missing";
     return Bad(index_name, absl::StrCat("tensors[", i, "] ", problem));
@@ -469,7 +469,7 @@ absl::Status DecodeRun(JsonReader& r, RunRecord* record, bool* is_array) {
   while (r.NextElement()) {
     if (!r.CountElement()) return r.status();
     absl::Status s = ReadString(r, "", "an element of run", &text);
-    if (!r.ok()) return r.status();
+    SL_RETURN_IF_ERROR(r.status());
     if (!first.ok()) continue;
     if (!s.ok()) {
       first = s;
@@ -482,7 +482,7 @@ absl::Status DecodeRun(JsonReader& r, RunRecord* record, bool* is_array) {
       first = absl::InvalidArgumentError(absl::StrCat("run names ", Quote(text.substr(0, eq)), " twice"));
     }
   }
-  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(r.status());
   SL_RETURN_IF_ERROR(first);
   return ValidateRunRecord(*record);
 }
@@ -626,7 +626,7 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
     r.Skip(/*kept=*/true);
   }
   r.End();
-  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(r.status());
   if (!root_object) return Bad(display_name, "not a JSON object (corrupt or truncated)");
   if (!format_ok.ok() || format != kFormatName) return Bad(display_name, "not a shardlight checkpoint index");
   if (!version_ok.ok()) return Bad(display_name, std::string(version_ok.message()));

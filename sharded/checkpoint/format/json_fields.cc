@@ -2,6 +2,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -89,12 +90,12 @@ absl::Status ReadInts(JsonReader& reader, absl::string_view what, absl::string_v
     absl::Status s = first.ok() && n < max_length
                          ? ReadInt(reader, what, field, static_cast<int64_t>(n), min, max, &v)
                          : (reader.Skip(/*kept=*/true) ? absl::OkStatus() : reader.status());
-    if (!reader.ok()) return reader.status();
+    SL_RETURN_IF_ERROR(reader.status());
     if (!s.ok() && first.ok()) first = s;
     if (s.ok() && n < max_length) values.push_back(v);
     ++n;
   }
-  if (!reader.ok()) return reader.status();
+  SL_RETURN_IF_ERROR(reader.status());
   out->assign(values.begin(), values.end());
   if (n > max_length) {
     return Invalid(what, field, -1, absl::StrCat(" has ", n, " elements; at most ", max_length));

@@ -59,7 +59,7 @@ absl::Status DecodeEntry(JsonReader& r, absl::string_view name, int64_t data_byt
       r.Skip(/*kept=*/false);
     }
   }
-  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(r.status());
   SL_RETURN_IF_ERROR(dtype);
   SL_RETURN_IF_ERROR(shape);
   SL_RETURN_IF_ERROR(offsets_ok);
@@ -102,7 +102,7 @@ absl::Status DecodeMetadata(JsonReader& r, std::map<std::string, std::string>* m
     any_bad = true;
     if (!r.Skip(/*kept=*/true)) break;
   }
-  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(r.status());
   if (any_bad) return Bad(display_name, absl::StrCat("__metadata__ value ", Quote(bad), " is not a string"));
   return absl::OkStatus();
 }
@@ -265,7 +265,7 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(const std::string& json
     r.Skip(/*kept=*/true);
   }
   r.End();
-  if (!r.ok()) return r.status();
+  SL_RETURN_IF_ERROR(r.status());
   if (!root_object) return Bad(display_name, "header is not a JSON object");
   // Records took every object member; what is left is not an object.
   if (any_not_object) {
