@@ -462,7 +462,7 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
 absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
                              c10d::ProcessGroup& pg, const std::string& dir) {
   // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
-  SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", dir, pg));
+  SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", dir, pg, options_.save_options.storage));
   // The model's entries load into fresh tensors of the module's layout and
   // reach the module through LoadStateDict, so its load hooks run; the
   // optimizer's state and the step load in place.
