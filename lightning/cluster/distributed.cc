@@ -180,8 +180,12 @@ absl::Status DistributedContext::Leave(std::optional<std::chrono::milliseconds> 
     if (placement_.rank != 0 || placement_.store_mode != StoreMode::kRankZeroHosts) return absl::OkStatus();
     const std::chrono::milliseconds wait = max_wait.value_or(options_.collective_timeout);
     const auto deadline = std::chrono::steady_clock::now() + wait;
+    // After a loss the lost ranks never leave: the store may go once every
+    // survivor has read the record of the first loss (it names that, not
+    // this rank's exit, when its own collective then fails).
+    const std::shared_ptr<sharded::RankMonitor> monitor = sharded::RankMonitor::Of(*pg_);
     int64_t done = 0;
-    while ((done = store_->add("leave", 0)) < placement_.world_size) {
+    while ((done = store_->add("leave", 0)) < placement_.world_size && !(monitor && monitor->LossSeenByAll())) {
       if (std::chrono::steady_clock::now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat("rank 0 stopped waiting for the other ranks to finish after ",
                                                         wait.count(), " ms (",
