@@ -199,6 +199,15 @@ absl::Status DistributedContext::Leave(std::optional<std::chrono::milliseconds> 
   return absl::UnavailableError(absl::StrCat("the store failed while leaving: ", left.message()));
 }
 
+// The group is released, never shut down here (issue 49). LibTorch 2.x's
+// "destroy_process_group() was not called before program exit" comes from
+// ProcessGroupNCCL's destructor only (libtorch_cuda; Gloo groups say
+// nothing): it warns unless the group was shut down first. Shutting the group
+// down here would break every ShardedTensor that outlives this context --
+// each holds the group to run its collectives (Gather, Reshard, a save), and
+// a shut-down NCCL group fails them -- and c10d has no hook at the release
+// of the last holder, where a shutdown would be safe. So the group lives as
+// long as its last holder and, on NCCL under 2.x, warns once when it goes.
 DistributedContext::~DistributedContext() {
   monitor_.reset();  // stops the heartbeat before the group and the store go
   groups_.reset();
