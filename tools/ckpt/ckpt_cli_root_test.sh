@@ -44,14 +44,15 @@ check_refused() {  # check_refused DIR NEEDLE COMMAND...: the command refuses DI
   [ -e "$tmp/refused.safetensors" ] || [ -e "$tmp/refused" ] && fail "a refused command wrote its output"
   [ "$(snapshot "$dir")" = "$state" ] || fail "a refused command changed $dir"
 }
-# A broken `latest` is like a broken step: the newest committed step is
-# used, with the line a load prints, and the root is unchanged.
+# A broken `latest` is like a broken step: the committed steps are tried
+# newest first (4, damaged above, then 2), with the lines a load prints, and
+# the root is unchanged.
 cp -r "$root" "$tmp/garbled" && printf 'step-4x\n' >"$tmp/garbled/latest"
 cp -r "$root" "$tmp/dangling" && echo step-000009 >"$tmp/dangling/latest"
 for broken in "garbled:\"step-4x\" is not a step directory name" "dangling:it names 'step-000009', which is not in the root"; do
   dir="$tmp/${broken%%:*}"
   before=$(snapshot "$dir")
-  expect_exit 0 "using step 4 ('$dir/step-000004')" verify "$dir"
+  expect_exit 0 "using step 2 ('$dir/step-000002')" verify "$dir"
   grep -q "ckpt: broken 'latest' pointer '$dir/latest': ${broken#*:}; falling back to the newest committed step, 4" \
     <<<"$LAST" || fail "no fallback line for the ${broken%%:*} 'latest': $LAST"
   [ "$(snapshot "$dir")" = "$before" ] || fail "reading the root with a ${broken%%:*} 'latest' changed it"
