@@ -49,7 +49,8 @@ check_refused() {  # check_refused DIR NEEDLE COMMAND...: the command refuses DI
 # the root is unchanged.
 cp -r "$root" "$tmp/garbled" && printf 'step-4x\n' >"$tmp/garbled/latest"
 cp -r "$root" "$tmp/dangling" && echo step-000009 >"$tmp/dangling/latest"
-for broken in "garbled:\"step-4x\" is not a step directory name" "dangling:it names 'step-000009', which is not in the root"; do
+for broken in "garbled:\"step-4x\" is not a step directory name (step-<digits>)" \
+  "dangling:it names 'step-000009', which is not in the root"; do
   dir="$tmp/${broken%%:*}"
   before=$(snapshot "$dir")
   expect_exit 0 "using step 2 ('$dir/step-000002')" verify "$dir"
