@@ -94,12 +94,14 @@ class RankMonitor {
  private:
   void Beat();
   std::string Key(const char* kind, int rank) const;
-  // Reads the record if there is one (or, with `gone` non-empty, records
-  // them unless a record exists), keeps it and marks it seen. Throws when the
-  // store fails.
-  // The first loss is the ranks found gone by the rank that recorded it.
+  // The first loss (the ranks the recording rank found gone): the record if
+  // there is one -- with `gone` non-empty, `gone` recorded unless a record
+  // exists -- kept in seen_loss_ and marked seen in the store; nullopt when
+  // nothing is recorded. Throws when the store fails.
   std::optional<std::vector<int>> FirstLoss(const std::vector<int>& gone);
+  // The first loss this rank has kept, without the store.
   std::optional<std::vector<int>> SeenLoss();
+  // "rank 2 is gone (...)", then the ranks of `gone` outside `first`.
   std::string Sentence(const std::vector<int>& first, const std::vector<int>& gone) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
