@@ -264,7 +264,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   std::unique_ptr<ckpt::AsyncCheckpointer> checkpointer;
   std::shared_ptr<ckpt::AsyncSaveHandle> in_flight;
   if (checkpoints && options_.async_checkpoint) {
-    SL_ASSIGN_OR_RETURN(checkpointer, StartAsyncCheckpointer(*pg, save_options.on_removed));
+    SL_ASSIGN_OR_RETURN(checkpointer, StartAsyncCheckpointer(*pg, save_options));
     checkpointer->Reserve(checkpoint_state);  // staging memory made resident while the first steps run
   }
   auto committed = [&]() -> absl::Status {
@@ -338,7 +338,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
 }
 
 absl::StatusOr<std::unique_ptr<ckpt::AsyncCheckpointer>> Trainer::StartAsyncCheckpointer(
-    c10d::ProcessGroup& pg, const ckpt::RemovalLog& on_removed) {
+    c10d::ProcessGroup& pg, const ckpt::SaveOptions& save) {
   const absl::Status have_groups =
       options_.groups != nullptr
           ? absl::OkStatus()
@@ -349,8 +349,7 @@ absl::StatusOr<std::unique_ptr<ckpt::AsyncCheckpointer>> Trainer::StartAsyncChec
   ckpt::AsyncCheckpointOptions options;
   options.staging_budget_bytes = options_.async_staging_bytes;
   options.keep_last = options_.keep_last;
-  options.save = options_.save_options;
-  options.save.on_removed = on_removed;
+  options.save = save;  // with the run record: an async checkpoint is refused to another run too
   return ckpt::AsyncCheckpointer::Create(options_.checkpoint_dir, std::move(group), std::move(options));
 }
 
@@ -463,7 +462,7 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
 absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
                              c10d::ProcessGroup& pg, const std::string& dir) {
   // metrics: cat states take their sizes from the checkpoint before the dict to fill is built.
-  SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", dir, pg));
+  SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", dir, pg, options_.save_options.storage));
   // The model's entries load into fresh tensors of the module's layout and
   // reach the module through LoadStateDict, so its load hooks run; the
   // optimizer's state and the step load in place.

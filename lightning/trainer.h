@@ -172,9 +172,10 @@ class Trainer {
   // to older ones; returns the step directory loaded (collective).
   absl::StatusOr<std::string> ResumeFromRoot(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
                                            c10d::ProcessGroup& pg);
-  // The checkpointer of async_checkpoint, on its own group (collective).
+  // The checkpointer of async_checkpoint, on its own group, saving with
+  // `save` -- Fit's options, so its checkpoints record the run (collective).
   absl::StatusOr<std::unique_ptr<sharded::checkpoint::AsyncCheckpointer>> StartAsyncCheckpointer(
-      c10d::ProcessGroup& pg, const sharded::checkpoint::RemovalLog& on_removed);
+      c10d::ProcessGroup& pg, const sharded::checkpoint::SaveOptions& save);
   // Loads the committed checkpoint in `dir` (collective).
   // Loads a PyTorch DCP checkpoint in `dir` (see "From PyTorch" above).
   absl::Status ResumeFromDcp(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,

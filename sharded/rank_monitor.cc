@@ -1,11 +1,14 @@
 #include "sharded/rank_monitor.h"
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "sharded/no_throw.h"
 
 namespace shardlight::sharded {
@@ -19,6 +22,26 @@ std::map<const c10d::ProcessGroup*, std::shared_ptr<RankMonitor>>& Registry() {
 
 std::string RankList(const std::vector<int>& ranks) {
   return absl::StrCat(ranks.size() == 1 ? "rank " : "ranks ", absl::StrJoin(ranks, ", "));
+}
+
+// The record of the first loss: "2" or "2,3".
+constexpr char kLostKey[] = "monitor/lost";
+
+std::vector<uint8_t> Bytes(const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); }
+
+std::optional<std::vector<int>> DecodeLoss(const std::vector<uint8_t>& bytes) {
+  std::vector<int> ranks;
+  for (absl::string_view part : absl::StrSplit(std::string(bytes.begin(), bytes.end()), ',')) {
+    int rank = 0;
+    if (!absl::SimpleAtoi(part, &rank)) return std::nullopt;
+    ranks.push_back(rank);
+  }
+  if (ranks.empty()) return std::nullopt;
+  return ranks;
+}
+
+bool Contains(const std::vector<int>& ranks, int rank) {
+  return std::find(ranks.begin(), ranks.end(), rank) != ranks.end();
 }
 
 }  // namespace
@@ -45,6 +68,9 @@ void RankMonitor::Beat() {
     lock.unlock();
     const absl::Status beat = NoThrow([&] {
       store_->add(Key("beat", rank_), 1);
+      // Kept as soon as it is recorded: this rank may lose the store before
+      // its own collective fails.
+      if (!SeenLoss().has_value()) FirstLoss({});
       return absl::OkStatus();
     });
     if (!beat.ok()) return;  // the store is gone; Explain reports it
@@ -89,20 +115,69 @@ std::string RankMonitor::Explain() {
       }
     }
     std::vector<std::string> parts;
-    if (!gone.empty()) {
-      parts.push_back(absl::StrCat(RankList(gone), gone.size() == 1 ? " is" : " are", " gone (no heartbeat for ",
-                                   (options_.heartbeat * 3).count(), " ms)"));
-    }
+    // Empty only when no rank is gone here and none is recorded.
+    if (const std::optional<std::vector<int>> first = FirstLoss(gone)) parts.push_back(Sentence(*first, gone));
     if (!behind.empty()) {
       parts.push_back(absl::StrCat(RankList(behind), " had not arrived at collective #", arrivals_));
     }
     return absl::StrJoin(parts, "; ");
   });
   if (explained.ok()) return *explained;
-  if (options_.store_host_rank && *options_.store_host_rank != rank_) {
-    return absl::StrCat("rank ", *options_.store_host_rank, " is gone (the store it hosted stopped answering)");
+  if (const std::optional<std::vector<int>> seen = SeenLoss()) {
+    return absl::StrCat(Sentence(*seen, {}), "; then the store stopped answering");
   }
-  return "the store stopped answering, so the missing ranks cannot be named";
+  if (options_.store_host_rank && *options_.store_host_rank != rank_) {
+    return absl::StrCat("rank ", *options_.store_host_rank,
+                        " is gone (the store it hosted stopped answering before any rank recorded a loss, so whether "
+                        "another rank was lost first cannot be known)");
+  }
+  return "the store stopped answering before any rank recorded a loss, so the missing ranks cannot be named";
+}
+
+std::string RankMonitor::Sentence(const std::vector<int>& first, const std::vector<int>& gone) const {
+  std::string text = absl::StrCat(RankList(first), first.size() == 1 ? " is" : " are", " gone (no heartbeat for ",
+                                  (options_.heartbeat * 3).count(), " ms)");
+  std::vector<int> later;
+  for (int r : gone) {
+    if (!Contains(first, r)) later.push_back(r);
+  }
+  if (!later.empty()) absl::StrAppend(&text, "; after that ", RankList(later), " went too");
+  return text;
+}
+
+std::optional<std::vector<int>> RankMonitor::FirstLoss(const std::vector<int>& gone) {
+  std::vector<uint8_t> record;
+  if (!gone.empty()) {
+    // One record wins: the reply is the record now in place, ours or an earlier one.
+    record = store_->compareSet(kLostKey, {}, Bytes(absl::StrJoin(gone, ",")));
+  } else if (store_->check({kLostKey})) {
+    record = store_->get(kLostKey);
+  }
+  std::optional<std::vector<int>> first = DecodeLoss(record);
+  if (!first.has_value()) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(loss_mu_);
+    if (!seen_loss_.has_value()) seen_loss_ = first;
+  }
+  store_->set(Key("seen", rank_), Bytes("1"));
+  return first;
+}
+
+std::optional<std::vector<int>> RankMonitor::SeenLoss() {
+  std::lock_guard<std::mutex> lock(loss_mu_);
+  return seen_loss_;
+}
+
+bool RankMonitor::LossSeenByAll() {
+  const absl::StatusOr<bool> all = NoThrow([&]() -> absl::StatusOr<bool> {
+    const std::optional<std::vector<int>> first = FirstLoss({});
+    if (!first.has_value()) return false;
+    for (int r = 0; r < world_size_; ++r) {
+      if (!Contains(*first, r) && !store_->check({Key("seen", r)})) return false;
+    }
+    return true;
+  });
+  return all.ok() && *all;
 }
 
 std::shared_ptr<RankMonitor> RankMonitor::Of(const c10d::ProcessGroup& pg) {

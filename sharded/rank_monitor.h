@@ -14,6 +14,15 @@
 // error. Every rank runs it, so every rank's error names the same ranks.
 // The counters assume every rank of the group waits on the same collectives
 // in the same order (true of every shardlight entry point).
+//
+// The first loss is recorded: the first rank whose Explain finds ranks gone
+// writes them to the store (compare-and-set, so one record wins), and every
+// rank names that record first, whatever order the failure reaches it in --
+// a rank that notices late may see later losses too, such as the store
+// host's exit. Each rank's heartbeat reads the record as soon as it appears
+// and keeps it ("seen"): a rank that loses the store afterwards still names
+// the first loss. The store host leaves only once every survivor has seen it
+// (LossSeenByAll, DistributedContext::Leave), or its bounded wait ends.
 #ifndef SHARDLIGHT_SHARDED_RANK_MONITOR_H_
 #define SHARDLIGHT_SHARDED_RANK_MONITOR_H_
 
@@ -25,6 +34,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
@@ -54,8 +64,17 @@ class RankMonitor {
   int64_t arrivals() const { return arrivals_; }
   // After a failed wait: "ranks 2, 3 had not arrived at collective #17",
   // "rank 1 is gone (no heartbeat for 600 ms)", or "" when the counters show
-  // nothing (every rank arrived and lives). Takes about 3 heartbeats.
+  // nothing (every rank arrived and lives). Takes about 3 heartbeats. The
+  // recorded first loss comes first; when the store stops answering, the
+  // first loss this rank has seen, else the store host as the lost rank
+  // (saying that an earlier loss cannot be known), else that nothing can be
+  // named.
   std::string Explain();
+
+  // Whether a loss is recorded and every rank outside it has seen the
+  // record: then a store host may stop serving without its exit being
+  // blamed. False also when the store does not answer.
+  bool LossSeenByAll();
 
   // The monitor attached to `pg`, or null.
   static std::shared_ptr<RankMonitor> Of(const c10d::ProcessGroup& pg);
@@ -75,6 +94,15 @@ class RankMonitor {
  private:
   void Beat();
   std::string Key(const char* kind, int rank) const;
+  // The first loss (the ranks the recording rank found gone): the record if
+  // there is one -- with `gone` non-empty, `gone` recorded unless a record
+  // exists -- kept in seen_loss_ and marked seen in the store; nullopt when
+  // nothing is recorded. Throws when the store fails.
+  std::optional<std::vector<int>> FirstLoss(const std::vector<int>& gone);
+  // The first loss this rank has kept, without the store.
+  std::optional<std::vector<int>> SeenLoss();
+  // "rank 2 is gone (...)", then the ranks of `gone` outside `first`.
+  std::string Sentence(const std::vector<int>& first, const std::vector<int>& gone) const;
 
   c10::intrusive_ptr<c10d::Store> store_;
   int rank_, world_size_;
@@ -83,6 +111,8 @@ class RankMonitor {
   std::mutex mu_;
   std::condition_variable stop_cv_;
   bool stop_ = false;  // guarded by mu_
+  std::mutex loss_mu_;
+  std::optional<std::vector<int>> seen_loss_;  // guarded by loss_mu_
   std::thread beat_;
 };
 

@@ -121,6 +121,27 @@ TEST(TrainerCheckpointRootTest, KeepsTheLastStepsAndFallsBackPastADamagedOne) {
   EXPECT_THAT(quiet, ::testing::Not(HasSubstr("falling back")));
 }
 
+// Issue 49: a `latest` that is a dangling link is a fallback, as a damaged
+// step is: rank 0 says why, the newest committed step is resumed, and the
+// next save makes `latest` a good pointer again.
+TEST(TrainerCheckpointRootTest, ADanglingLatestFallsBackToTheNewestStep) {
+  SimulatedCluster cluster(2);
+  const std::string root = FreshDir("root_dangling_latest");
+  ASSERT_TRUE(cluster.Run([&](RankContext& ctx) { return Train(ctx, 4, root, 2, 2); }).ok());
+  std::filesystem::remove(root + "/latest");
+  std::filesystem::create_symlink(root + "/no-such-file", root + "/latest");
+  ::testing::internal::CaptureStdout();
+  auto resumed = cluster.Run([&](RankContext& ctx) { return Train(ctx, 6, root, 2, 2); });
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_THAT(out, HasSubstr("resume: broken 'latest' pointer '" + root + "/latest'"));
+  EXPECT_THAT(out, HasSubstr("falling back to the newest committed step, 4"));
+  EXPECT_THAT(out, HasSubstr("resume: loaded step 4 from " + root + "/step-000004"));
+  EXPECT_EQ((*resumed)[0].fit.start_step, 4);
+  EXPECT_FALSE(std::filesystem::is_symlink(root + "/latest"));
+  EXPECT_THAT(Names(root), ElementsAre("latest", "step-000004", "step-000006"));
+}
+
 TEST(TrainerCheckpointRootTest, APlainCheckpointResumesIntoARoot) {
   const std::string dir = FreshDir("plain_then_root");
   SimulatedCluster cluster(2);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "sharded/checkpoint/checkpoint_testing.h"
@@ -77,6 +78,30 @@ TEST(RunFingerprintTest, AnotherRunsCheckpointIsRefusedOnEveryRankUntouched) {
                              "Float[64, 8] here)"));
   }
   EXPECT_EQ(ckpt::testing::FileContents(dir.path() + "/index.json"), index) << "a refused resume changed the checkpoint";
+}
+
+// Issue 49: a background save records the run as a blocking one does, so
+// another run's resume of an asynchronous checkpoint is refused as well.
+TEST(RunFingerprintTest, AnAsynchronousCheckpointIsRefusedToAnotherRun) {
+  TempDir root;
+  TrainingRunOptions first = Options(root.path(), 2, 4, 1);
+  first.keep_last = 2;
+  first.async_checkpoint = true;
+  ASSERT_TRUE(RunTraining(first).ok());
+  TrainingRunOptions other = Options(root.path(), 2, 8, 1);
+  other.keep_last = 2;
+  other.model.lr = 0.1;
+  SimulatedCluster cluster(other.world_size);
+  // Each rank's status as a value (a Status result would end the run at the first).
+  auto statuses = cluster.Run([&](RankContext& ctx) -> std::optional<absl::Status> {
+    auto r = TrainRank(other, ctx.pg);
+    return r.ok() ? absl::OkStatus() : r.status();
+  });
+  ASSERT_TRUE(statuses.ok()) << statuses.status();
+  for (const std::optional<absl::Status>& s : *statuses) {
+    EXPECT_EQ(s->code(), absl::StatusCode::kFailedPrecondition) << *s;
+    EXPECT_THAT(std::string(s->message()), HasSubstr("different run: lr 0.05 there, 0.1 here"));
+  }
 }
 
 TEST(RunFingerprintTest, AllowDifferentRunResumesAndRecordsTheNewRun) {

@@ -29,6 +29,7 @@ packages=(
   openmpi-bin            # mpirun (real-process tests)
   iproute2               # ip netns + veth (the two-host test)
   procps                 # pgrep (the kill tests find a worker by rank)
+  stress-ng              # loads the CPUs for tools/flake_hunt.sh and the loaded kill-test runs
   clang-14               # libFuzzer targets (tools/fuzz.sh)
   libclang-rt-14-dev     # libFuzzer and the sanitizer runtimes for clang-14
 )

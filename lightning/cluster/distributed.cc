@@ -180,8 +180,12 @@ absl::Status DistributedContext::Leave(std::optional<std::chrono::milliseconds> 
     if (placement_.rank != 0 || placement_.store_mode != StoreMode::kRankZeroHosts) return absl::OkStatus();
     const std::chrono::milliseconds wait = max_wait.value_or(options_.collective_timeout);
     const auto deadline = std::chrono::steady_clock::now() + wait;
+    // After a loss the lost ranks never leave: the store may go once every
+    // survivor has read the record of the first loss (it names that, not
+    // this rank's exit, when its own collective then fails).
+    const std::shared_ptr<sharded::RankMonitor> monitor = sharded::RankMonitor::Of(*pg_);
     int64_t done = 0;
-    while ((done = store_->add("leave", 0)) < placement_.world_size) {
+    while ((done = store_->add("leave", 0)) < placement_.world_size && !(monitor && monitor->LossSeenByAll())) {
       if (std::chrono::steady_clock::now() >= deadline) {
         return absl::DeadlineExceededError(absl::StrCat("rank 0 stopped waiting for the other ranks to finish after ",
                                                         wait.count(), " ms (",
@@ -195,6 +199,15 @@ absl::Status DistributedContext::Leave(std::optional<std::chrono::milliseconds> 
   return absl::UnavailableError(absl::StrCat("the store failed while leaving: ", left.message()));
 }
 
+// The group is released, never shut down here (issue 49). LibTorch 2.x's
+// "destroy_process_group() was not called before program exit" comes from
+// ProcessGroupNCCL's destructor only (libtorch_cuda; Gloo groups say
+// nothing): it warns unless the group was shut down first. Shutting the group
+// down here would break every ShardedTensor that outlives this context --
+// each holds the group to run its collectives (Gather, Reshard, a save), and
+// a shut-down NCCL group fails them -- and c10d has no hook at the release
+// of the last holder, where a shutdown would be safe. So the group lives as
+// long as its last holder and, on NCCL under 2.x, warns once when it goes.
 DistributedContext::~DistributedContext() {
   monitor_.reset();  // stops the heartbeat before the group and the store go
   groups_.reset();

@@ -63,7 +63,8 @@ class DistributedContext {
   // Every rank announces that it is done; rank 0, when it serves the store,
   // waits for the others (up to `max_wait`, default the collective timeout)
   // before the store goes away -- also after a failure, so that its peers can
-  // still read the store to name the rank that failed.
+  // still read the store to name the rank that failed: there, until every
+  // survivor has read the record of the first loss (RankMonitor).
   absl::Status Leave(std::optional<std::chrono::milliseconds> max_wait = std::nullopt);
 
  private:

@@ -592,7 +592,7 @@ absl::Status BindMetrics(torch::nn::Module& root, Metric::ProcessGroupPtr pg) {
 }
 
 absl::Status PrepareCheckpointLoad(torch::nn::Module& root, const std::string& key_prefix, const std::string& dir,
-                                   c10d::ProcessGroup& pg) {
+                                   c10d::ProcessGroup& pg, std::shared_ptr<sharded::checkpoint::Storage> storage) {
   StateDict rows;
   std::vector<std::tuple<Metric*, std::string, std::string>> where;  // metric, its key prefix, rows key
   for (auto& [prefix, metric] : MetricsOf(root)) {
@@ -604,6 +604,7 @@ absl::Status PrepareCheckpointLoad(torch::nn::Module& root, const std::string& k
   if (rows.empty()) return absl::OkStatus();
   sharded::checkpoint::LoadOptions options;
   options.keys = rows.Keys();  // only the row counts now; the Trainer loads the rest
+  options.storage = std::move(storage);
   SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(rows, dir, pg, options));
   for (auto& [metric, prefix, key] : where) {
     const at::Tensor& n = std::get<at::Tensor>(*rows.Find(key));

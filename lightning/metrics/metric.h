@@ -35,6 +35,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@
 #include "lightning/sharded_module.h"
 #include "sharded/state_dict.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace shardlight::sharded::checkpoint {
+class Storage;  // sharded/checkpoint/storage/storage.h
+}  // namespace shardlight::sharded::checkpoint
 
 namespace shardlight::lightning::metrics {
 
@@ -165,9 +170,12 @@ absl::Status BindMetrics(torch::nn::Module& root, Metric::ProcessGroupPtr pg);
 // Collective: before a checkpoint is loaded into a state dict built from
 // `root` (keys under `key_prefix`), sizes every cat state from the
 // checkpoint's "<state>.rows" entries -- a cat state's size is only known
-// from the checkpoint. No-op without cat states. Rebuild the dict after.
+// from the checkpoint, read through `storage` (null: POSIX; the Trainer
+// passes its save_options.storage). No-op without cat states. Rebuild the
+// dict after.
 absl::Status PrepareCheckpointLoad(torch::nn::Module& root, const std::string& key_prefix,
-                                   const std::string& dir, c10d::ProcessGroup& pg);
+                                   const std::string& dir, c10d::ProcessGroup& pg,
+                                   std::shared_ptr<sharded::checkpoint::Storage> storage);
 
 }  // namespace shardlight::lightning::metrics
 

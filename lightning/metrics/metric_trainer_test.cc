@@ -24,6 +24,7 @@
 #include "lightning/metrics/metrics_callback.h"
 #include "lightning/trainer.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
+#include "sharded/checkpoint/storage/in_memory_storage.h"
 #include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 
@@ -93,12 +94,14 @@ struct Final {
   std::vector<int64_t> computed_at;
 };
 
-absl::StatusOr<Final> Train(RankContext& ctx, int64_t max_steps, const std::string& dir, std::ostream* out) {
+absl::StatusOr<Final> Train(RankContext& ctx, int64_t max_steps, const std::string& dir, std::ostream* out,
+                            std::shared_ptr<sharded::checkpoint::Storage> storage = nullptr) {
   Model model;
   TrainerOptions options;
   options.max_steps = max_steps;
   options.checkpoint_dir = dir;
   options.checkpoint_every = 2;
+  options.save_options.storage = std::move(storage);
   auto callback = std::make_shared<MetricsCallback>(Named(model), out, 2);
   Trainer trainer(options, {callback});
   SL_RETURN_IF_ERROR(trainer.Fit(model, Data(), ctx.pg).status());
@@ -153,6 +156,23 @@ TEST(MetricTrainerTest, CheckpointAtFourRanksResumedAtThreeGivesTheSameFinalValu
   // The checkpoint carried the metric states: a run that lost them would
   // have counted only steps 3..6.
   EXPECT_EQ((*resumed)[0].confmat.sum().item<int64_t>(), (*straight)[0].confmat.sum().item<int64_t>());
+}
+
+// Issue 49: the cat states' sizes are read through the Trainer's storage,
+// as the rest of the checkpoint is: a checkpoint that exists only in memory
+// resumes with the same final values.
+TEST(MetricTrainerTest, ResumeReadsMetricStatesThroughTheTrainersStorage) {
+  SimulatedCluster three(3), two(2);
+  auto straight = three.Run([&](RankContext& ctx) { return Train(ctx, 5, "", nullptr); });
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  auto memory = std::make_shared<sharded::checkpoint::InMemoryStorage>();
+  const std::string dir = "memory/metrics";  // no such directory on disk
+  auto first = three.Run([&](RankContext& ctx) { return Train(ctx, 3, dir, nullptr, memory); });
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto resumed = two.Run([&](RankContext& ctx) { return Train(ctx, 5, dir, nullptr, memory); });
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  for (int r = 0; r < 2; ++r) ExpectSame((*resumed)[r], (*straight)[0], absl::StrCat("resumed rank ", r));
+  EXPECT_FALSE(std::filesystem::exists(dir));
 }
 
 // A bad update on one rank inside TrainingStep fails every rank with it.

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The ckpt commands given a checkpoint root (`latest` + step-<N>/): they use
 # its newest good step and say which, falling back past a damaged one as a
-# load does; a root's bad input is an error naming it, and nothing in the
-# root is deleted or changed.
+# load does (also past a broken `latest`); a root's bad input is an error
+# naming it, and nothing in the root is deleted or changed.
 source "$(dirname "$0")/ckpt_cli_lib.sh"
 
 root="$tmp/root"
@@ -44,12 +44,20 @@ check_refused() {  # check_refused DIR NEEDLE COMMAND...: the command refuses DI
   [ -e "$tmp/refused.safetensors" ] || [ -e "$tmp/refused" ] && fail "a refused command wrote its output"
   [ "$(snapshot "$dir")" = "$state" ] || fail "a refused command changed $dir"
 }
+# A broken `latest` is like a broken step: the committed steps are tried
+# newest first (4, damaged above, then 2), with the lines a load prints, and
+# the root is unchanged.
 cp -r "$root" "$tmp/garbled" && printf 'step-4x\n' >"$tmp/garbled/latest"
-check_refused "$tmp/garbled" "broken 'latest' pointer '$tmp/garbled/latest': \"step-4x\" is not a step directory name" \
-  inspect "$tmp/garbled"
 cp -r "$root" "$tmp/dangling" && echo step-000009 >"$tmp/dangling/latest"
-check_refused "$tmp/dangling" "broken 'latest' pointer .*it names 'step-000009', which is not in the root" \
-  verify "$tmp/dangling"
+for broken in "garbled:\"step-4x\" is not a step directory name (step-<digits>)" \
+  "dangling:it names 'step-000009', which is not in the root"; do
+  dir="$tmp/${broken%%:*}"
+  before=$(snapshot "$dir")
+  expect_exit 0 "using step 2 ('$dir/step-000002')" verify "$dir"
+  grep -q "ckpt: broken 'latest' pointer '$dir/latest': ${broken#*:}; falling back to the newest committed step, 4" \
+    <<<"$LAST" || fail "no fallback line for the ${broken%%:*} 'latest': $LAST"
+  [ "$(snapshot "$dir")" = "$before" ] || fail "reading the root with a ${broken%%:*} 'latest' changed it"
+done
 cp -r "$root" "$tmp/twice" && cp -r "$root/step-000002" "$tmp/twice/step-2"
 check_refused "$tmp/twice" "'step-000002' and 'step-2' both claim step 2" \
   consolidate "$tmp/twice" "$tmp/refused.safetensors"

@@ -145,26 +145,32 @@ absl::StatusOr<RootLoadResult> LoadFromCheckpointRoot(const std::string& root, c
                                                       Storage* storage,
                                                       const std::function<absl::Status(const std::string&)>& load_one) {
   const std::string what = absl::StrCat("checkpoint load from root '", root, "'");
-  // Step 1: rank 0's scan decides the candidates for every rank.
-  std::string plan;
+  // Step 1: rank 0's scan decides the plan for every rank. On the wire: the
+  // broken-`latest` line (often empty; ScanCheckpointRoot keeps it one
+  // line), then one "<step> <name>" line per candidate.
+  std::string wire;
   absl::Status mine;
   if (pg.getRank() == 0) {
     mine = NoThrow([&]() -> absl::Status {
-      SL_ASSIGN_OR_RETURN(const std::vector<RootCandidate> candidates, RootLoadCandidates(root, StorageOrPosix(storage)));
-      for (const RootCandidate& c : candidates) absl::StrAppend(&plan, c.first, " ", c.second, "\n");
+      SL_ASSIGN_OR_RETURN(const RootLoadPlan plan, RootLoadCandidates(root, StorageOrPosix(storage)));
+      wire = plan.broken_latest + "\n";
+      for (const RootCandidate& c : plan.candidates) absl::StrAppend(&wire, c.first, " ", c.second, "\n");
       return absl::OkStatus();
     });
   }
-  SL_ASSIGN_OR_RETURN(const std::vector<std::string> plans, AgreeAndGather(pg, {mine, 0, plan}, {what}));
-  std::vector<RootCandidate> candidates;
-  for (absl::string_view line : absl::StrSplit(plans[0], '\n', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> parts = absl::StrSplit(line, ' ');
+  SL_ASSIGN_OR_RETURN(const std::vector<std::string> wires, AgreeAndGather(pg, {mine, 0, wire}, {what}));
+  const std::vector<std::string> lines = absl::StrSplit(wires[0], '\n');
+  RootLoadPlan plan;
+  plan.broken_latest = lines[0];
+  for (size_t i = 1; i < lines.size(); ++i) {
+    if (lines[i].empty()) continue;
+    std::pair<std::string, std::string> parts = absl::StrSplit(lines[i], ' ');
     int64_t step = 0;
-    if (!absl::SimpleAtoi(parts.first, &step)) return absl::InternalError(absl::StrCat(what, ": bad plan line ", line));
-    candidates.emplace_back(step, parts.second);
+    if (!absl::SimpleAtoi(parts.first, &step)) return absl::InternalError(absl::StrCat(what, ": bad plan line ", lines[i]));
+    plan.candidates.emplace_back(step, parts.second);
   }
   // Step 2: newest first; each failure is reported and the next one tried.
-  return TryRootCandidates(root, candidates, load_one);
+  return TryRootCandidates(root, plan, load_one);
 }
 
 absl::StatusOr<RootLoadResult> LoadCheckpointFromRoot(StateDict& to_fill, const std::string& root,

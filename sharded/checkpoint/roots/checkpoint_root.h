@@ -34,8 +34,12 @@
 // absent step. Loads verify before writing, so a failed attempt changes
 // nothing.
 //
-// Bad input, each an error naming it, with nothing deleted or written: a
-// `latest` that is not "step-<digits>" or names a step with no directory; two
+// A broken `latest` (unreadable, not "step-<digits>", or naming a step with
+// no directory) is like a broken step: a load says so in the first fallback
+// line and tries every committed step, newest first; a save replaces it
+// (one that is a directory cannot be replaced: that save fails naming it).
+//
+// Bad input, each an error naming it, with nothing deleted or written: two
 // entries claiming the same step ("step-100" and "step-000100"); a step
 // entry that is a file, or a step directory without an index that holds
 // files a save does not write (not a checkpoint, not a leftover).

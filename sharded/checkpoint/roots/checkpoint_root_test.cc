@@ -327,27 +327,6 @@ TEST_P(BadRootTest, NamesTheProblemAndDeletesNothing) {
 INSTANTIATE_TEST_SUITE_P(
     Cases, BadRootTest,
     ::testing::Values(
-        BadRoot{"garbage_latest",
-                [](const std::string& root) { std::ofstream(JoinPath(root, kLatestFileName)) << "step-three\n"; },
-                "broken 'latest' pointer"},
-        BadRoot{"dangling_latest",
-                [](const std::string& root) {
-                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kDanglingLink);
-                },
-                "dangling symbolic link"},
-        BadRoot{"latest_loop",
-                [](const std::string& root) {
-                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kLinkLoop);
-                },
-                "symbolic-link loop"},
-        BadRoot{"latest_is_a_directory",
-                [](const std::string& root) {
-                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kDirectory);
-                },
-                "is a directory, not a regular file"},
-        BadRoot{"latest_names_missing_step",
-                [](const std::string& root) { std::ofstream(JoinPath(root, kLatestFileName)) << "step-000009\n"; },
-                "it names 'step-000009', which is not in the root"},
         BadRoot{"two_claim_one_step",
                 [](const std::string& root) {
                   ASSERT_TRUE(PosixStorage().MakeDirectories(JoinPath(root, "step-2")).ok());
@@ -362,6 +341,79 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "holds 'notes.txt', which a checkpoint save does not write"}),
     [](const ::testing::TestParamInfo<BadRoot>& info) { return info.param.name; });
+
+// Issue 49: a broken `latest` is like a broken step directory: the load
+// says why in its first fallback line and loads the newest committed step;
+// nothing is written; the next save replaces the pointer.
+struct BrokenLatest {
+  std::string name;
+  std::function<void(const std::string& root)> damage;
+  std::string expected;
+};
+
+class BrokenLatestTest : public ::testing::TestWithParam<BrokenLatest> {};
+
+TEST_P(BrokenLatestTest, LoadFallsBackToTheNewestCommittedStep) {
+  const BrokenLatest& bad = GetParam();
+  const std::string root = testing::FreshDir("broken_" + bad.name);
+  for (int64_t step : {1, 2, 3}) ASSERT_TRUE(SaveOk(root, step, 3, /*keep_last=*/0).ok());
+  // Step 3 never committed: the newest good step is 2.
+  ASSERT_TRUE(PosixStorage().Remove(JoinPath(root, "step-000003/" + std::string(kIndexFileName))).ok());
+  bad.damage(root);
+  const std::vector<std::string> before = Tree(root);
+  const auto loaded = LoadRoot(root, 3);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->step, 2);
+  ASSERT_EQ(loaded->fallbacks.size(), 1u);
+  EXPECT_THAT(loaded->fallbacks[0], HasSubstr("broken 'latest' pointer"));
+  EXPECT_THAT(loaded->fallbacks[0], HasSubstr(bad.expected));
+  EXPECT_THAT(loaded->fallbacks[0], HasSubstr("falling back to the newest committed step, 2"));
+  const auto resolved = ResolveCheckpointRoot(root, nullptr, [](const std::string&) { return absl::OkStatus(); });
+  ASSERT_TRUE(resolved.ok()) << resolved.status();
+  EXPECT_EQ(resolved->step, 2);
+  EXPECT_EQ(resolved->fallbacks, loaded->fallbacks);
+  EXPECT_EQ(Tree(root), before) << "a load wrote to the root";
+  if (bad.name == "latest_is_a_directory") return;  // a save cannot rename over it
+  ASSERT_TRUE(SaveOk(root, 4, 3, /*keep_last=*/0).ok());
+  EXPECT_EQ(ReadLatest(root), "step-000004");
+}
+
+TEST(CheckpointRootTest, ABrokenLatestWithNoCommittedStepFailsNamingIt) {
+  const std::string root = testing::FreshDir("broken_latest_alone");
+  ASSERT_TRUE(SaveOk(root, 1, 2, /*keep_last=*/0).ok());
+  ASSERT_TRUE(PosixStorage().Remove(JoinPath(root, "step-000001/" + std::string(kIndexFileName))).ok());
+  std::ofstream(JoinPath(root, kLatestFileName)) << "step-three\n";
+  const auto loaded = LoadRoot(root, 2);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("broken 'latest' pointer"));
+  EXPECT_THAT(std::string(loaded.status().message()), HasSubstr("no committed step to fall back to"));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, BrokenLatestTest,
+    ::testing::Values(
+        BrokenLatest{"garbage_latest",
+                     [](const std::string& root) { std::ofstream(JoinPath(root, kLatestFileName)) << "step-three\n"; },
+                     "\"step-three\" is not a step directory name"},
+        BrokenLatest{"dangling_latest",
+                [](const std::string& root) {
+                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kDanglingLink);
+                },
+                "dangling symbolic link"},
+        BrokenLatest{"latest_loop",
+                [](const std::string& root) {
+                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kLinkLoop);
+                },
+                "symbolic-link loop"},
+        BrokenLatest{"latest_is_a_directory",
+                [](const std::string& root) {
+                  testing::BreakEntry(JoinPath(root, kLatestFileName), testing::BrokenEntry::kDirectory);
+                },
+                "is a directory, not a regular file"},
+        BrokenLatest{"latest_names_missing_step",
+                [](const std::string& root) { std::ofstream(JoinPath(root, kLatestFileName)) << "step-000009\n"; },
+                "it names 'step-000009', which is not in the root"}),
+    [](const ::testing::TestParamInfo<BrokenLatest>& info) { return info.param.name; });
 
 TEST(CheckpointRootTest, RetentionRefusesToDeleteForeignFiles) {
   const std::string root = testing::FreshDir("foreign");

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "sharded/checkpoint/format/file_names.h"
 #include "sharded/checkpoint/format/index.h"
@@ -37,6 +38,12 @@ std::optional<int64_t> ParseStepDirName(absl::string_view name) {
 
 std::vector<RootStep> RootListing::LoadCandidates() const {
   std::vector<RootStep> out;
+  if (!broken_latest.empty()) {
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      if (it->committed) out.push_back(*it);
+    }
+    return out;
+  }
   if (!latest.has_value()) return out;
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     if (it->step == *latest || (it->step < *latest && it->committed)) out.push_back(*it);
@@ -80,21 +87,22 @@ absl::StatusOr<RootListing> ScanCheckpointRoot(const std::string& root, Storage&
 
   const std::string latest_path = JoinPath(root, kLatestFileName);
   if (!storage.Exists(latest_path)) return listing;
+  // Single-line: the reason travels as one line of a load's plan.
+  const auto broken = [&](absl::string_view why) {
+    listing.broken_latest = absl::StrReplaceAll(absl::StrCat("broken 'latest' pointer '", latest_path, "': ", why),
+                                                {{"\n", " "}});
+    return listing;
+  };
   const absl::StatusOr<std::string> text = ReadWholeFile(storage, latest_path, kMaxLatestBytes);
-  if (!text.ok()) {
-    return absl::Status(text.status().code(),
-                        absl::StrCat("broken 'latest' pointer '", latest_path, "': ", text.status().message()));
-  }
+  if (!text.ok()) return broken(text.status().message());
   const std::string name(absl::StripTrailingAsciiWhitespace(*text));
   const std::optional<int64_t> step = ParseStepDirName(name);
   if (!step.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat("broken 'latest' pointer '", latest_path, "': \"", absl::CHexEscape(name),
-                                                   "\" is not a step directory name (step-<digits>)"));
+    return broken(absl::StrCat("\"", absl::CHexEscape(name), "\" is not a step directory name (step-<digits>)"));
   }
   const auto it = claimed.find(*step);
   if (it == claimed.end() || it->second != name) {
-    return absl::FailedPreconditionError(absl::StrCat("broken 'latest' pointer '", latest_path, "': it names '", name,
-                                                      "', which is not in the root"));
+    return broken(absl::StrCat("it names '", name, "', which is not in the root"));
   }
   listing.latest = *step;
   return listing;
@@ -104,19 +112,27 @@ bool IsCheckpointRoot(const std::string& root, Storage* storage) {
   return StorageOrPosix(storage).Exists(JoinPath(root, kLatestFileName));
 }
 
-absl::StatusOr<std::vector<RootCandidate>> RootLoadCandidates(const std::string& root, Storage& storage) {
+absl::StatusOr<RootLoadPlan> RootLoadCandidates(const std::string& root, Storage& storage) {
   SL_ASSIGN_OR_RETURN(const RootListing listing, ScanCheckpointRoot(root, storage));
-  if (!listing.latest.has_value()) {
+  if (!listing.latest.has_value() && listing.broken_latest.empty()) {
     return absl::NotFoundError(absl::StrCat("no checkpoint in '", root, "': it has no '", kLatestFileName, "' pointer"));
   }
-  std::vector<RootCandidate> out;
-  for (const RootStep& s : listing.LoadCandidates()) out.emplace_back(s.step, s.name);
-  return out;
+  RootLoadPlan plan;
+  plan.broken_latest = listing.broken_latest;
+  for (const RootStep& s : listing.LoadCandidates()) plan.candidates.emplace_back(s.step, s.name);
+  return plan;
 }
 
-absl::StatusOr<RootLoadResult> TryRootCandidates(const std::string& root, const std::vector<RootCandidate>& candidates,
+absl::StatusOr<RootLoadResult> TryRootCandidates(const std::string& root, const RootLoadPlan& plan,
                                                  const std::function<absl::Status(const std::string&)>& try_one) {
+  const std::vector<RootCandidate>& candidates = plan.candidates;
   RootLoadResult result;
+  if (!plan.broken_latest.empty()) {
+    result.fallbacks.push_back(absl::StrCat(plan.broken_latest,
+                                            candidates.empty() ? std::string("; no committed step to fall back to")
+                                                               : absl::StrCat("; falling back to the newest committed step, ",
+                                                                              candidates[0].first)));
+  }
   for (size_t i = 0; i < candidates.size(); ++i) {
     const std::string dir = JoinPath(root, candidates[i].second);
     const absl::Status loaded = try_one(dir);
@@ -143,8 +159,8 @@ std::string RootLoadResult::Message() const {
 
 absl::StatusOr<RootLoadResult> ResolveCheckpointRoot(const std::string& root, Storage* storage,
                                                      const std::function<absl::Status(const std::string&)>& check) {
-  SL_ASSIGN_OR_RETURN(const std::vector<RootCandidate> candidates, RootLoadCandidates(root, StorageOrPosix(storage)));
-  return TryRootCandidates(root, candidates, check);
+  SL_ASSIGN_OR_RETURN(const RootLoadPlan plan, RootLoadCandidates(root, StorageOrPosix(storage)));
+  return TryRootCandidates(root, plan, check);
 }
 
 }  // namespace shardlight::sharded::checkpoint

@@ -33,10 +33,16 @@ struct RootStep {
 };
 
 struct RootListing {
-  std::optional<int64_t> latest;  // nullopt: no `latest` pointer, no checkpoint yet
-  std::vector<RootStep> steps;    // every step entry, ascending
+  std::optional<int64_t> latest;  // nullopt: no usable `latest` pointer
+  // Why `latest` is there but unusable (unreadable, not "step-<digits>",
+  // naming a step not in the root); empty when it is fine or absent. A
+  // broken pointer is like a broken step directory: loads fall back to the
+  // newest committed step, and the next save replaces it.
+  std::string broken_latest;
+  std::vector<RootStep> steps;  // every step entry, ascending
   // What a load tries, in order: the latest step, then the committed steps
-  // below it, newest first.
+  // below it, newest first; with a broken `latest`, every committed step,
+  // newest first.
   std::vector<RootStep> LoadCandidates() const;
 };
 
@@ -55,9 +61,16 @@ bool IsSaveOutput(absl::string_view name);
 // A step a load may try: its number and its directory's name.
 using RootCandidate = std::pair<int64_t, std::string>;
 
-// What a load tries, in order (RootListing::LoadCandidates), or the root's
-// bad-input error; NotFound when it has no `latest`. Local.
-absl::StatusOr<std::vector<RootCandidate>> RootLoadCandidates(const std::string& root, Storage& storage);
+// What a load tries: the candidates in order (RootListing::LoadCandidates)
+// and, when `latest` is broken, why (RootListing::broken_latest).
+struct RootLoadPlan {
+  std::vector<RootCandidate> candidates;
+  std::string broken_latest;
+};
+
+// What a load tries, or the root's bad-input error; NotFound when it has no
+// `latest` at all. Local.
+absl::StatusOr<RootLoadPlan> RootLoadCandidates(const std::string& root, Storage& storage);
 
 struct RootLoadResult {
   int64_t step = -1;
@@ -67,12 +80,13 @@ struct RootLoadResult {
   std::string Message() const;
 };
 
-// `try_one` on each candidate's directory until one returns OK; each
-// failure adds a fallback line. Unavailable or DeadlineExceeded (a peer is
-// gone) end the attempt at once and are returned as they are; when every
-// candidate fails, FailedPrecondition listing each failure. Collective
-// exactly when `try_one` is.
-absl::StatusOr<RootLoadResult> TryRootCandidates(const std::string& root, const std::vector<RootCandidate>& candidates,
+// `try_one` on each candidate's directory until one returns OK; a broken
+// `latest` is the first fallback line, each failure adds one more.
+// Unavailable or DeadlineExceeded (a peer is gone) end the attempt at once
+// and are returned as they are; when every candidate fails (or there is
+// none), FailedPrecondition listing each failure. Collective exactly when
+// `try_one` is.
+absl::StatusOr<RootLoadResult> TryRootCandidates(const std::string& root, const RootLoadPlan& plan,
                                                  const std::function<absl::Status(const std::string&)>& try_one);
 
 // Local (no communication): the same resolution for one process, e.g. the
