@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "lightning/strategies/gradient_reduction.h"
 
 namespace shardlight::lightning {
@@ -23,8 +24,14 @@ class DdpRun : public StrategyRun {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StrategyRun>> DdpStrategy::Setup(LightningModule&,
+absl::StatusOr<std::unique_ptr<StrategyRun>> DdpStrategy::Setup(LightningModule& module,
                                                                 const ShardedContext& ctx) const {
+  if (!module.sharded_parameters().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        module.name(), "'s parameters are held sharded by an earlier fsdp Fit (e.g. \"",
+        module.sharded_parameters().front().first,
+        "\"); fit it with FsdpStrategy, or resume a fresh module from a checkpoint under ddp"));
+  }
   return std::unique_ptr<StrategyRun>(new DdpRun(ctx.pg));
 }
 

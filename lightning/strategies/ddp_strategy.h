@@ -3,6 +3,10 @@
 // gradients are summed over the whole group in one flat allreduce that
 // carries the step's verdict; sharded members' gradients stay on their rank.
 // The loss is summed over the group.
+//
+// Setup errors (agreed by the Trainer as configure's): FailedPrecondition when
+// the module's parameters are held sharded by an earlier FSDP Fit (fit it
+// with FsdpStrategy, or resume a fresh module from a checkpoint).
 #ifndef SHARDLIGHT_LIGHTNING_STRATEGIES_DDP_STRATEGY_H_
 #define SHARDLIGHT_LIGHTNING_STRATEGIES_DDP_STRATEGY_H_
 
