@@ -14,6 +14,7 @@
 #include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "lightning/strategies/ddp_strategy.h"
+#include "lightning/strategies/gradient_clipping.h"
 #include "lightning/strategies/gradient_reduction.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/async/async_checkpointer.h"
@@ -159,6 +160,9 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   if (options_.max_epochs > 0 && data.steps_per_epoch() > 0) {
     state.max_steps = std::min(state.max_steps, options_.max_epochs * data.steps_per_epoch());
   }
+  if (!(options_.gradient_clip_norm >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient_clip_norm is ", options_.gradient_clip_norm, "; want >= 0"));
+  }
   // Setup: the collectives must work before any sharded state is created.
   SL_RETURN_IF_ERROR(ProbeCollectives(*pg, options_.probe_timeout));
   SL_ASSIGN_OR_RETURN(const bool configure, NeedsConfigure(module, pg));
@@ -276,6 +280,11 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     at::Tensor loss;
     const absl::Status local = LocalStep(module, data, {s, state.rank, state.world_size, pg}, &loss);
     SL_RETURN_IF_ERROR(parallel->ReduceGradients(trainables, local, absl::StrCat("training step ", s)));
+    if (options_.gradient_clip_norm > 0) {
+      SL_RETURN_IF_ERROR(ClipGradientNorm(trainables, parallel->loss_group(), options_.gradient_clip_norm,
+                                          absl::StrCat("gradient clipping at step ", s))
+                             .status());
+    }
     // Step 2: the optimizer; agreed in the loss allreduce.
     const absl::Status stepped = sharded::NoThrow([&] {
       optimizer->Step();

@@ -155,6 +155,10 @@ struct TrainerOptions {
   // How parameters are laid out and gradients reduced (lightning/strategies/):
   // null is DdpStrategy. May be shared by every rank's options.
   std::shared_ptr<const Strategy> strategy;
+  // > 0: after the gradient reduction, scale the gradients so that their
+  // global 2-norm over the whole model (every rank's shards) is at most this
+  // (lightning/strategies/gradient_clipping.h); 0: no clipping.
+  double gradient_clip_norm = 0;
   bool async_checkpoint = false;
   int64_t async_staging_bytes = int64_t{256} << 20;
   std::shared_ptr<const sharded::GroupFactory> groups;

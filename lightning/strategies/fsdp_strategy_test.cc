@@ -68,9 +68,10 @@ int64_t LocalBytes(const sharded::StateValue& v) {
 }
 
 absl::StatusOr<Outcome> Train(RankContext& ctx, std::shared_ptr<const Strategy> strategy, int64_t max_steps,
-                          const std::string& dir = "", MlpOptions model = {}) {
+                              const std::string& dir = "", MlpOptions model = {}, double clip = 0) {
   Mlp module(model);
   TrainerOptions options;
+  options.gradient_clip_norm = clip;
   options.max_steps = max_steps;
   options.seed = kSeed;
   options.checkpoint_dir = dir;
@@ -250,6 +251,22 @@ TEST(FsdpStrategyTest, BadUnitListsFailOnEveryRankBeforeAnyCollective) {
     for (const std::string& e : *errors) {
       EXPECT_THAT(e, ::testing::StartsWith("INVALID_ARGUMENT: configure failed on rank 0: " + c.error)) << e;
     }
+  }
+}
+
+// The norm is over the whole model: fsdp's shards add up to ddp's full
+// gradients, so the clipped runs match; a norm this small clips every step.
+TEST(FsdpStrategyTest, ClippingToAGlobalNormMatchesDdp) {
+  for (int w : {1, 3, 4}) {
+    SimulatedCluster cluster(w);
+    auto unclipped = cluster.Run([&](RankContext& ctx) { return Train(ctx, nullptr, 5); });
+    ASSERT_TRUE(unclipped.ok()) << unclipped.status();
+    auto ddp = cluster.Run([&](RankContext& ctx) { return Train(ctx, nullptr, 5, "", {}, 0.05); });
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    auto fsdp = cluster.Run([&](RankContext& ctx) { return Train(ctx, Fsdp(), 5, "", {}, 0.05); });
+    ASSERT_TRUE(fsdp.ok()) << fsdp.status();
+    ExpectLossesNear((*fsdp)[0].losses, (*ddp)[0].losses, absl::StrCat("clipped, W=", w));
+    EXPECT_GT(std::abs((*ddp)[0].losses.back() - (*unclipped)[0].losses.back()), 1e-3) << "clipping should bite";
   }
 }
 
