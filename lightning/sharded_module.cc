@@ -52,6 +52,22 @@ sharded::mesh::MeshTensor* ShardedModule::mesh_tensor(const std::string& name) {
   return nullptr;
 }
 
+absl::Status ShardedModule::HoldParameterSharded(const std::string& key, ShardedTensor shard) {
+  if (key.empty()) return absl::InvalidArgumentError("a parameter held sharded needs a key");
+  if (sharded_parameter(key) != nullptr) {
+    return absl::AlreadyExistsError(absl::StrCat("parameter \"", key, "\" is already held sharded"));
+  }
+  sharded_parameters_.emplace_back(key, std::move(shard));
+  return absl::OkStatus();
+}
+
+ShardedTensor* ShardedModule::sharded_parameter(const std::string& key) {
+  for (auto& [k, t] : sharded_parameters_) {
+    if (k == key) return &t;
+  }
+  return nullptr;
+}
+
 ShardedTensor* ShardedModule::sharded_tensor(const std::string& name) {
   for (auto& [n, t] : sharded_) {
     if (n == name) return &t;
@@ -107,6 +123,9 @@ absl::Status AddShardedMembersToStateDict(torch::nn::Module& module, StateDict& 
       return absl::Status(view.status().code(), absl::StrCat("mesh member \"", key, "\": ", view.status().message()));
     }
     SL_RETURN_IF_ERROR(dict.Insert(key, *std::move(view)));
+  }
+  if (auto* sm = dynamic_cast<ShardedModule*>(&module)) {
+    for (const auto& [key, shard] : sm->sharded_parameters()) dict.Set(prefix + key, shard);
   }
   return absl::OkStatus();
 }

@@ -50,6 +50,24 @@ class ShardedModule : public torch::nn::Module, public StateDictHookHost {
   sharded::mesh::MeshTensor* mesh_tensor(const std::string& name);
   const std::deque<std::pair<std::string, sharded::mesh::MeshTensor>>& mesh_tensors() const { return mesh_; }
 
+  // Dense parameters of this module's tree that a training strategy holds
+  // sharded between steps (FSDP, lightning/strategies/fsdp_strategy.h),
+  // keyed by their state-dict key relative to this module. Each stands in
+  // for its parameter wherever state is kept: TrainablesOf lists it instead
+  // of the parameter (so optimizer state is sharded like it), the state-dict
+  // hook puts it under the parameter's key, and the load pre-hook loads (and
+  // reshards) into it, after which the parameter's dense entry counts as
+  // loaded. The parameter itself keeps its registration and shares the
+  // shard's storage between steps. Only the module the hooks run on (a
+  // LightningModule: the Trainer's root) consults its own.
+  // InvalidArgument for an empty key, AlreadyExists for one held already.
+  absl::Status HoldParameterSharded(const std::string& key, sharded::ShardedTensor shard);
+  // nullptr when `key` is not held sharded; stable like sharded_tensor().
+  sharded::ShardedTensor* sharded_parameter(const std::string& key);
+  const std::deque<std::pair<std::string, sharded::ShardedTensor>>& sharded_parameters() const {
+    return sharded_parameters_;
+  }
+
   const FeatureDecision& gate() const { return gate_; }
 
   // True for a module that registered the ShardedTensor hooks on itself (a
@@ -63,6 +81,7 @@ class ShardedModule : public torch::nn::Module, public StateDictHookHost {
   FeatureDecision gate_;
   std::deque<std::pair<std::string, sharded::ShardedTensor>> sharded_;  // deque: stable addresses
   std::deque<std::pair<std::string, sharded::mesh::MeshTensor>> mesh_;
+  std::deque<std::pair<std::string, sharded::ShardedTensor>> sharded_parameters_;
 };
 
 // Every sharded member of the tree under `root`, with its full key. With
@@ -78,7 +97,8 @@ std::vector<std::pair<std::string, sharded::mesh::MeshTensor*>> MeshMembers(torc
                                                                            bool skip_hook_owners = false);
 
 // The state-dict hook: adds every sharded and mesh member of the tree under
-// `module` (mesh members as their checkpoint views).
+// `module` (mesh members as their checkpoint views), and puts each parameter
+// `module` holds sharded in place of its dense entry.
 absl::Status AddShardedMembersToStateDict(torch::nn::Module& module, StateDict& dict, const std::string& prefix);
 
 // The load pre-hook: takes the entries of the tree's sharded and mesh members
@@ -88,6 +108,7 @@ absl::Status AddShardedMembersToStateDict(torch::nn::Module& module, StateDict& 
 // values are assembled in a staging copy (its replicas filled from their
 // owner, collective) before anything is committed. A member without an entry
 // is reported missing. Global shape or dtype mismatch fails naming the key.
+// The parameters `module` holds sharded load the same way, as sharded members.
 absl::Status RestoreShardedMembersBeforeLoad(torch::nn::Module& module, StateDict& dict, const std::string& prefix,
                                              LoadReport& report);
 

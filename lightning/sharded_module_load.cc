@@ -137,7 +137,10 @@ void CopySources(const ShardedTensor& into, const std::vector<at::Tensor>& sourc
 
 absl::Status RestoreSharded(torch::nn::Module& module, StateDict& dict, const std::string& prefix,
                             LoadReport& report) {
-  const Targets members = ShardedMembers(module, prefix, /*skip_hook_owners=*/true);
+  Targets members = ShardedMembers(module, prefix, /*skip_hook_owners=*/true);
+  if (auto* sm = dynamic_cast<ShardedModule*>(&module)) {
+    for (auto& [key, shard] : sm->sharded_parameters()) members.emplace_back(prefix + key, sm->sharded_parameter(key));
+  }
   if (members.empty()) return absl::OkStatus();
   std::vector<MemberLoad> loads;
   SL_RETURN_IF_ERROR(PlanAgreeReshard(members, absl::OkStatus(), *members.front().second->process_group(),

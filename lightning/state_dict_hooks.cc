@@ -117,8 +117,11 @@ absl::StatusOr<LoadReport> LoadStateDict(torch::nn::Module& module, StateDict di
   // Step 2: check every dense entry before touching any.
   std::set<std::string> expected;
   std::vector<std::pair<at::Tensor, at::Tensor>> copies;  // destination, source
+  // A dense parameter a pre-hook loaded (one a strategy holds sharded) is done.
+  const std::set<std::string> hooked(report.loaded_keys.begin(), report.loaded_keys.end());
   for (auto& [name, dest] : DenseEntries(module)) {
     expected.insert(name);
+    if (hooked.count(name) > 0) continue;
     const sharded::StateValue* value = dict.Find(name);
     if (value == nullptr) {
       report.missing_keys.push_back(name);

@@ -3,6 +3,8 @@
 // Dense parameters (shared by every rank, gradients all-reduced by the
 // Trainer) and sharded members whose properties say requires_grad (each rank
 // updates only its local shards; their gradients never leave the rank).
+// A parameter the root holds sharded (ShardedModule::sharded_parameters: FSDP)
+// is listed as its shard, a sharded trainable, and not as a dense one.
 #ifndef SHARDLIGHT_LIGHTNING_TRAINABLE_H_
 #define SHARDLIGHT_LIGHTNING_TRAINABLE_H_
 

@@ -13,12 +13,14 @@
 #include "lightning/gate/collective_probe.h"
 #include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
+#include "lightning/strategies/ddp_strategy.h"
+#include "lightning/strategies/gradient_clipping.h"
+#include "lightning/strategies/gradient_reduction.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/async/async_checkpointer.h"
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
 #include "sharded/checkpoint/roots/checkpoint_root.h"
-#include "sharded/collectives.h"
 #include "sharded/no_throw.h"
 #include "sharded/stable_hash.h"
 #include "sharded/status_macros.h"
@@ -27,43 +29,6 @@ namespace shardlight::lightning {
 namespace {
 
 namespace ckpt = sharded::checkpoint;
-
-// Allreduces `flat` (a 1-d float tensor, summed) with one more element that
-// counts failed ranks: a rank whose phase failed still joins it, and then
-// every rank learns which one failed, and why, through the agreement.
-absl::Status AllreduceWithVerdict(c10d::ProcessGroup& pg, at::Tensor& flat, const absl::Status& local,
-                                  absl::string_view op) {
-  std::vector<at::Tensor> buffer = {at::cat({flat, at::full({1}, local.ok() ? 0.0 : 1.0, flat.options())})};
-  if (pg.getSize() > 1) {
-    SL_RETURN_IF_ERROR(sharded::RunCollective(pg, op, [&] { return pg.allreduce(buffer); }));
-  }
-  if (buffer[0][-1].item<double>() > 0) {
-    SL_RETURN_IF_ERROR(sharded::Agree(pg, local, op));
-    return absl::InternalError(absl::StrCat(op, ": a rank reported a failure but no error"));
-  }
-  flat = buffer[0].narrow(0, 0, flat.numel());
-  return absl::OkStatus();
-}
-
-// Sums every dense gradient across ranks in one flat allreduce that also
-// carries this rank's step verdict (zero gradients when it failed).
-absl::Status AllreduceDenseGrads(const Trainables& trainables, c10d::ProcessGroup& pg, const absl::Status& local,
-                                 absl::string_view op) {
-  std::vector<at::Tensor> parts = {at::zeros({0})};
-  for (const auto& d : trainables.dense) {
-    if (!d.param.grad().defined() || !local.ok()) d.param.mutable_grad() = at::zeros_like(d.param);
-    parts.push_back(d.param.grad().reshape({-1}).to(at::kFloat));
-  }
-  at::Tensor flat = at::cat(parts);
-  SL_RETURN_IF_ERROR(AllreduceWithVerdict(pg, flat, local, op));
-  int64_t pos = 0;
-  for (const auto& d : trainables.dense) {
-    const int64_t n = d.param.numel();
-    d.param.mutable_grad().copy_(flat.narrow(0, pos, n).view_as(d.param));
-    pos += n;
-  }
-  return absl::OkStatus();
-}
 
 // GetBatch, TrainingStep and backward on this rank.
 absl::Status LocalStep(LightningModule& module, const DataSource& data, const StepContext& ctx, at::Tensor* loss) {
@@ -195,14 +160,21 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   if (options_.max_epochs > 0 && data.steps_per_epoch() > 0) {
     state.max_steps = std::min(state.max_steps, options_.max_epochs * data.steps_per_epoch());
   }
+  if (!(options_.gradient_clip_norm >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient_clip_norm is ", options_.gradient_clip_norm, "; want >= 0"));
+  }
   // Setup: the collectives must work before any sharded state is created.
   SL_RETURN_IF_ERROR(ProbeCollectives(*pg, options_.probe_timeout));
   SL_ASSIGN_OR_RETURN(const bool configure, NeedsConfigure(module, pg));
   std::unique_ptr<Optimizer> optimizer;
+  const std::shared_ptr<const Strategy> strategy =
+      options_.strategy != nullptr ? options_.strategy : std::make_shared<DdpStrategy>();
+  std::unique_ptr<StrategyRun> parallel;
   absl::Status configured = sharded::NoThrow([&]() -> absl::Status {
-    if (configure) {
-      SL_RETURN_IF_ERROR(module.ConfigureShardedModel({pg, state.rank, state.world_size, options_.seed}));
-    }
+    const ShardedContext context{pg, state.rank, state.world_size, options_.seed};
+    if (configure) SL_RETURN_IF_ERROR(module.ConfigureShardedModel(context));
+    // Before the optimizer: it is built over what the strategy laid out.
+    SL_ASSIGN_OR_RETURN(parallel, strategy->Setup(module, context));
     SL_ASSIGN_OR_RETURN(optimizer, module.ConfigureOptimizers());
     if (optimizer == nullptr) return absl::InvalidArgumentError(module.name() + "::ConfigureOptimizers returned null");
     return absl::OkStatus();
@@ -303,10 +275,16 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
 
   for (int64_t s = state.start_step; s < state.max_steps; ++s) {
     optimizer->ZeroGrad();
-    // Step 1: data, TrainingStep and backward; agreed in the gradient allreduce.
+    // Step 1: data, TrainingStep and backward; agreed in the strategy's gradient reduction.
+    SL_RETURN_IF_ERROR(parallel->BeforeStep(s));
     at::Tensor loss;
     const absl::Status local = LocalStep(module, data, {s, state.rank, state.world_size, pg}, &loss);
-    SL_RETURN_IF_ERROR(AllreduceDenseGrads(trainables, *pg, local, absl::StrCat("training step ", s)));
+    SL_RETURN_IF_ERROR(parallel->ReduceGradients(trainables, local, absl::StrCat("training step ", s)));
+    if (options_.gradient_clip_norm > 0) {
+      SL_RETURN_IF_ERROR(ClipGradientNorm(trainables, parallel->loss_group(), options_.gradient_clip_norm,
+                                          absl::StrCat("gradient clipping at step ", s))
+                             .status());
+    }
     // Step 2: the optimizer; agreed in the loss allreduce.
     const absl::Status stepped = sharded::NoThrow([&] {
       optimizer->Step();
@@ -316,11 +294,12 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     // rank learns of a commit at the same step without a collective of its own.
     const double save_ended = in_flight != nullptr && in_flight->Done() ? 1.0 : 0.0;
     at::Tensor global_loss = at::cat({loss.detach().to(at::kDouble).reshape({1}), at::full({1}, save_ended, at::kDouble)});
-    SL_RETURN_IF_ERROR(AllreduceWithVerdict(*pg, global_loss, stepped, absl::StrCat("optimizer step ", s)));
+    c10d::ProcessGroup& loss_group = parallel->loss_group();
+    SL_RETURN_IF_ERROR(AllreduceWithVerdict(loss_group, global_loss, stepped, absl::StrCat("optimizer step ", s)));
     const int64_t done = s + 1;
     step.fill_(done);
     result.losses.push_back(global_loss[0].item<double>());
-    if (global_loss[1].item<double>() == static_cast<double>(state.world_size)) SL_RETURN_IF_ERROR(committed());
+    if (global_loss[1].item<double>() == static_cast<double>(loss_group.getSize())) SL_RETURN_IF_ERROR(committed());
     // Step 3: the callbacks; agreed.
     SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnStepEnd", [&](Callback& c) {
       return c.OnStepEnd(state, done, result.losses.back());

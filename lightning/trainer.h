@@ -3,11 +3,14 @@
 //
 // Fit: probe the collectives (stop before any sharded state exists if one is
 // missing) -> ConfigureShardedModel (sharded members are created once the
-// group exists) -> ConfigureOptimizers -> resume from the checkpoint in
-// checkpoint_dir if one is committed there -> loop: TrainingStep, backward,
-// dense gradients summed across ranks (sharded gradients stay local),
-// optimizer step, callbacks, a checkpoint every `checkpoint_every` steps and
-// at the end.
+// group exists) -> the strategy's Setup (options.strategy, lightning/
+// strategies/strategy.h: ddp by default; fsdp shards the parameters here) ->
+// ConfigureOptimizers -> resume from the checkpoint in checkpoint_dir if one
+// is committed there -> loop: the strategy's BeforeStep (fsdp: all-gather),
+// TrainingStep, backward, the strategy's ReduceGradients (ddp: dense
+// gradients summed across ranks, sharded gradients stay local; fsdp: reduce-
+// scattered to the shards), optimizer step, callbacks, a checkpoint every
+// `checkpoint_every` steps and at the end.
 //
 // Where checkpoints go (like Lightning's ModelCheckpoint with
 // every_n_train_steps = checkpoint_every and save_top_k = keep_last):
@@ -98,6 +101,7 @@
 #include "lightning/callback.h"
 #include "lightning/lightning_module.h"
 #include "lightning/run_fingerprint.h"
+#include "lightning/strategies/strategy.h"
 #include "sharded/checkpoint/async/async_checkpointer.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/process_groups.h"
@@ -148,6 +152,13 @@ struct TrainerOptions {
   // whichever comes first: a save that failed then fails Fit on every rank
   // with the failing rank's error; one that committed is reported by
   // OnSaveCheckpoint. OnSaveStarted follows each snapshot.
+  // How parameters are laid out and gradients reduced (lightning/strategies/):
+  // null is DdpStrategy. May be shared by every rank's options.
+  std::shared_ptr<const Strategy> strategy;
+  // > 0: after the gradient reduction, scale the gradients so that their
+  // global 2-norm over the whole model (every rank's shards) is at most this
+  // (lightning/strategies/gradient_clipping.h); 0: no clipping.
+  double gradient_clip_norm = 0;
   bool async_checkpoint = false;
   int64_t async_staging_bytes = int64_t{256} << 20;
   std::shared_ptr<const sharded::GroupFactory> groups;

@@ -1,0 +1,82 @@
+// Strategy: how the Trainer's one loop lays out parameters and reduces
+// gradients across ranks -- data parallel (ddp_strategy.h), fully sharded
+// data parallel (fsdp_strategy.h) -- as Lightning separates its Strategy from
+// the loop. The loop is the same for every strategy; it calls the strategy at
+// fixed points (lightning/trainer.h):
+//
+//   ConfigureShardedModel -> Strategy::Setup -> ConfigureOptimizers -> resume
+//   -> per step: ZeroGrad, StrategyRun::BeforeStep, TrainingStep + backward,
+//      StrategyRun::ReduceGradients, optimizer step, the loss summed over
+//      StrategyRun::loss_group() -> ...
+//
+// Setup comes before ConfigureOptimizers because a strategy may change what
+// the optimizer sees (FSDP shards the parameters; the optimizer must be built
+// over the shards, as FSDP2 requires fully_shard before the optimizer).
+//
+// A Strategy is options only: immutable and shareable (one instance may serve
+// every thread-rank of the simulator). What one rank's Fit needs to remember
+// lives in the StrategyRun that Setup returns, which the Trainer owns for the
+// Fit.
+#ifndef SHARDLIGHT_LIGHTNING_STRATEGIES_STRATEGY_H_
+#define SHARDLIGHT_LIGHTNING_STRATEGIES_STRATEGY_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "lightning/lightning_module.h"
+#include "lightning/trainable.h"
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+
+namespace shardlight::lightning {
+
+// One rank's strategy for one Fit. Every method but loss_group() is
+// collective: every rank of the group calls it at the same point of the loop.
+class StrategyRun {
+ public:
+  virtual ~StrategyRun() = default;
+
+  // Before the step's TrainingStep: make the parameters ready for the
+  // forward (FSDP: all-gather them). Errors: Unavailable naming the
+  // collective when a peer fails (the same on every rank).
+  virtual absl::Status BeforeStep(int64_t step) = 0;
+
+  // After backward: reduce the gradients of `trainables` (this Fit's
+  // TrainablesOf the module, taken after Setup) across ranks, and agree on
+  // the step: `local` is this rank's verdict on GetBatch/TrainingStep/
+  // backward. Carried in the reduction itself, so one rank's failure fails
+  // every rank with that rank's error ("<op> failed on rank R: ...") without
+  // an extra exchange and without a rank left waiting. A failed rank's
+  // gradients count as zeros. Leaves the parameters as the optimizer steps
+  // them (FSDP: their shards, each with its gradient shard), also on error.
+  virtual absl::Status ReduceGradients(const Trainables& trainables, const absl::Status& local,
+                                       absl::string_view op) = 0;
+
+  // The group over which the ranks' losses are summed into the step's loss.
+  virtual c10d::ProcessGroup& loss_group() = 0;
+};
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+
+  // "ddp", "fsdp": for messages.
+  virtual std::string name() const = 0;
+
+  // After ConfigureShardedModel, before ConfigureOptimizers, on every rank:
+  // lays the module's parameters out (FSDP shards them). Local only -- no
+  // collective -- so the Trainer agrees on its verdict together with
+  // configure's ("configure failed on rank R: ..."): a bad option is an
+  // error on every rank before anything could hang. Called at every Fit,
+  // also the second Fit of a module on the same group, which keeps the layout
+  // the first made.
+  virtual absl::StatusOr<std::unique_ptr<StrategyRun>> Setup(LightningModule& module,
+                                                             const ShardedContext& ctx) const = 0;
+};
+
+}  // namespace shardlight::lightning
+
+#endif  // SHARDLIGHT_LIGHTNING_STRATEGIES_STRATEGY_H_
