@@ -19,6 +19,9 @@ namespace shardlight::sharded::checkpoint::s3 {
 using Params = std::vector<std::pair<std::string, std::string>>;
 
 struct S3Client::Call {
+  Call(const char* op, std::string method, std::string bucket = "", std::string key = "")
+      : op(op), method(std::move(method)), bucket(std::move(bucket)), key(std::move(key)) {}
+
   const char* op;  // S3's name for the operation, for messages
   std::string method;
   std::string bucket;  // empty: the service (ListBuckets)
@@ -244,7 +247,7 @@ absl::StatusOr<ObjectInfo> S3Client::HeadObject(const std::string& bucket, const
 }
 
 absl::StatusOr<ListObjectsResult> S3Client::ListObjects(const std::string& bucket, const std::string& prefix,
-                                                        const std::string& delimiter, int page_size) {
+                                                        const std::string& delimiter, int page_size, int limit) {
   ListObjectsResult result;
   std::string token;
   while (true) {
@@ -269,6 +272,7 @@ absl::StatusOr<ListObjectsResult> S3Client::ListObjects(const std::string& bucke
       result.common_prefixes.push_back(UrlDecode(XmlText(p, "Prefix").value_or("")));
     }
     if (XmlText(r.body, "IsTruncated").value_or("false") != "true") break;
+    if (limit > 0 && static_cast<int>(result.objects.size() + result.common_prefixes.size()) >= limit) break;
     token = XmlText(r.body, "NextContinuationToken").value_or("");
     if (token.empty()) {
       return absl::InternalError(absl::StrCat("S3 ListObjectsV2 ", S3Url(bucket, prefix),
@@ -276,6 +280,36 @@ absl::StatusOr<ListObjectsResult> S3Client::ListObjects(const std::string& bucke
     }
   }
   return result;
+}
+
+absl::Status S3Client::CopyObject(const std::string& bucket, const std::string& from_key, const std::string& to_key) {
+  // S3's limit for one CopyObject; larger objects are copied part by part.
+  constexpr int64_t kMaxSingleCopy = int64_t{5} << 30;
+  constexpr int64_t kCopyPartBytes = int64_t{1} << 30;
+  const std::string source = absl::StrCat("/", bucket, "/", UriEncode(from_key, true));
+  SL_ASSIGN_OR_RETURN(const ObjectInfo info, HeadObject(bucket, from_key));
+  if (info.size <= kMaxSingleCopy) {
+    Call call{"CopyObject", "PUT", bucket, to_key};
+    call.headers.emplace_back("x-amz-copy-source", source);
+    return Send(call).status();
+  }
+  SL_ASSIGN_OR_RETURN(const std::string upload_id, CreateMultipartUpload(bucket, to_key));
+  std::vector<CompletedPart> parts;
+  absl::Status status;
+  for (int64_t begin = 0; begin < info.size && status.ok(); begin += kCopyPartBytes) {
+    const int number = static_cast<int>(parts.size()) + 1;
+    Call call{"UploadPartCopy", "PUT", bucket, to_key};
+    call.query = {{"partNumber", absl::StrCat(number)}, {"uploadId", upload_id}};
+    call.headers.emplace_back("x-amz-copy-source", source);
+    call.headers.emplace_back("x-amz-copy-source-range",
+                              absl::StrCat("bytes=", begin, "-", std::min(info.size, begin + kCopyPartBytes) - 1));
+    absl::StatusOr<HttpResponse> r = Send(call);
+    status = r.status();
+    if (r.ok()) parts.push_back({number, Unquote(XmlText(r->body, "ETag").value_or(""))});
+  }
+  if (status.ok()) status = CompleteMultipartUpload(bucket, to_key, upload_id, parts).status();
+  if (!status.ok()) AbortMultipartUpload(bucket, to_key, upload_id).IgnoreError();
+  return status;
 }
 
 absl::Status S3Client::DeleteObject(const std::string& bucket, const std::string& key) {

@@ -103,9 +103,14 @@ class S3Client {
                                          int64_t n, void* buffer);
   absl::StatusOr<ObjectInfo> HeadObject(const std::string& bucket, const std::string& key);
   // Every key under `prefix`, following continuation tokens; `page_size`
-  // bounds one response (S3's max-keys, at most 1000).
+  // bounds one response (S3's max-keys, at most 1000); a positive `limit`
+  // stops once that many keys and prefixes have come.
   absl::StatusOr<ListObjectsResult> ListObjects(const std::string& bucket, const std::string& prefix,
-                                                const std::string& delimiter = "", int page_size = 1000);
+                                                const std::string& delimiter = "", int page_size = 1000,
+                                                int limit = 0);
+  // A server-side copy, atomically replacing `to_key` (objects over 5 GiB
+  // are copied in parts, and appear at once on completion).
+  absl::Status CopyObject(const std::string& bucket, const std::string& from_key, const std::string& to_key);
   // A missing key is fine (S3 answers 204 either way).
   absl::Status DeleteObject(const std::string& bucket, const std::string& key);
 

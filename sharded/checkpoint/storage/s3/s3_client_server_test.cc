@@ -1,6 +1,6 @@
 // S3Client against a real S3 server: SeaweedFS started on loopback for this
-// test (testing/seaweedfs_server.h), in a private network namespace where
-// the machine allows one. Skips, naming why, only when SeaweedFS is not
+// test (testing/seaweedfs_test.h), in a private network namespace where the
+// machine allows one. Skips, naming why, only when SeaweedFS is not
 // installed.
 #include <atomic>
 #include <memory>
@@ -13,62 +13,14 @@
 #include "gtest/gtest.h"
 #include "sharded/checkpoint/storage/s3/digest.h"
 #include "sharded/checkpoint/storage/s3/s3_client.h"
-#include "sharded/checkpoint/storage/s3/testing/seaweedfs_server.h"
+#include "sharded/checkpoint/storage/s3/testing/seaweedfs_test.h"
 
 namespace shardlight::sharded::checkpoint::s3 {
 namespace {
 
-using ::shardlight::sharded::checkpoint::s3::testing::SeaweedFsServer;
+using testing::SeaweedFsTest;
 
-std::string Bytes(size_t n, int seed) {
-  std::string s(n, '\0');
-  uint32_t x = 2463534242u + static_cast<uint32_t>(seed);
-  for (size_t i = 0; i < n; ++i) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    s[i] = static_cast<char>(x);
-  }
-  return s;
-}
-
-class S3ClientServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (!SeaweedFsServer::WhyUnavailable().empty()) return;
-    const absl::Time t0 = absl::Now();
-    auto server = SeaweedFsServer::Start();
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(server).value().release();
-    std::fprintf(stderr, "SeaweedFS ready at %s in %s\n", server_->endpoint().c_str(),
-                 absl::FormatDuration(absl::Now() - t0).c_str());
-  }
-  static void TearDownTestSuite() {
-    if (server_ == nullptr) return;
-    const absl::Time t0 = absl::Now();
-    EXPECT_TRUE(server_->Stop().ok());
-    std::fprintf(stderr, "SeaweedFS stopped in %s\n", absl::FormatDuration(absl::Now() - t0).c_str());
-    delete server_;
-    server_ = nullptr;
-  }
-
-  void SetUp() override {
-    if (std::string why = SeaweedFsServer::WhyUnavailable(); !why.empty()) GTEST_SKIP() << why;
-    ASSERT_NE(server_, nullptr) << "the server did not start (see the first test's failure)";
-    client_ = S3Client::Create(server_->config());
-    // One bucket per test: names are lower case, 3-63 characters.
-    std::string name = ::testing::UnitTest::GetInstance()->current_test_info()->name();
-    for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    bucket_ = "t-" + name;
-    ASSERT_TRUE(client_->CreateBucket(bucket_).ok());
-  }
-
-  static SeaweedFsServer* server_;
-  std::unique_ptr<S3Client> client_;
-  std::string bucket_;
-};
-
-SeaweedFsServer* S3ClientServerTest::server_ = nullptr;
+using S3ClientServerTest = SeaweedFsTest;
 
 TEST_F(S3ClientServerTest, PutGetHeadDelete) {
   const std::string body = "a small object";

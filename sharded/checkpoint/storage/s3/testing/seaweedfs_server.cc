@@ -27,12 +27,16 @@
 namespace shardlight::sharded::checkpoint::s3::testing {
 namespace {
 
-// The ports one `weed mini` listens on, each passed explicitly.
+// The ports one `weed mini` listens on, each passed explicitly. The last
+// two are a pair: its maintenance worker dials the admin server's gRPC at
+// admin.port + 10000 whatever admin.port.grpc says, and a worker that cannot
+// connect retries with growing sleeps that TERM then waits out (27 s seen).
 constexpr const char* kPortFlags[] = {
     "master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
     "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc",
 };
 constexpr int kS3PortIndex = 6;
+constexpr int kAdminGrpcOffset = 10000;
 
 bool PortFree(int port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -46,15 +50,24 @@ bool PortFree(int port) {
   return ok;
 }
 
-// Free ports below 50000: SeaweedFS derives further ports as port + 10000
-// in places, which must stay valid.
-absl::StatusOr<std::vector<int>> PickPorts(size_t n) {
+// Free ports for kPortFlags, below 50000 so that port + 10000 is valid; the
+// admin gRPC port is the admin port + 10000.
+absl::StatusOr<std::vector<int>> PickPorts() {
+  constexpr size_t n = std::size(kPortFlags);
   std::mt19937 rng{std::random_device{}()};
   std::uniform_int_distribution<int> dist(20000, 49999);
   std::vector<int> ports;
+  auto taken = [&](int p) { return std::find(ports.begin(), ports.end(), p) != ports.end(); };
   for (int tries = 0; ports.size() < n && tries < 10000; ++tries) {
     const int p = dist(rng);
-    if (std::find(ports.begin(), ports.end(), p) == ports.end() && PortFree(p)) ports.push_back(p);
+    if (taken(p) || !PortFree(p)) continue;
+    if (ports.size() + 2 == n) {  // admin.port: its pair must be free too
+      if (taken(p + kAdminGrpcOffset) || !PortFree(p + kAdminGrpcOffset)) continue;
+      ports.push_back(p);
+      ports.push_back(p + kAdminGrpcOffset);
+    } else {
+      ports.push_back(p);
+    }
   }
   if (ports.size() < n) return absl::ResourceExhaustedError("no free ports on 127.0.0.1 for SeaweedFS");
   return ports;
@@ -114,7 +127,7 @@ absl::Status SeaweedFsServer::Launch() {
            << R"("}],"actions":["Admin","Read","Write","List","Tagging"]}]})";
     if (!config) return absl::InternalError(absl::StrCat("cannot write ", dir_, "/s3.json"));
   }
-  auto ports = PickPorts(std::size(kPortFlags));
+  auto ports = PickPorts();
   if (!ports.ok()) return ports.status();
   ports_ = *ports;
   sockets_before_ = TmpSockets();
