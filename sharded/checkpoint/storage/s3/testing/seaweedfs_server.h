@@ -36,6 +36,7 @@ struct SeaweedFsOptions {
   std::string access_key = "shardlight-test";
   std::string secret_key = "shardlight-test-secret";
   absl::Duration ready_timeout = absl::Seconds(60);
+  // TERM, then KILL after this long (its TERM has taken ~28 s at times).
   absl::Duration stop_timeout = absl::Seconds(30);
 };
 
@@ -48,7 +49,8 @@ class SeaweedFsServer {
   static absl::StatusOr<std::unique_ptr<SeaweedFsServer>> Start(SeaweedFsOptions options = {});
   ~SeaweedFsServer();
 
-  // TERM, wait, KILL; removes what the server left. Idempotent.
+  // TERM, wait, KILL; removes what the server left. Idempotent; OK once the
+  // process is gone, however it went.
   absl::Status Stop();
 
   // An S3Config for this server: its credentials, its endpoint.

@@ -12,7 +12,10 @@ SeaweedFsServer* SeaweedFsTest::server_ = nullptr;
 void SeaweedFsTest::SetUpTestSuite() {
   if (!SeaweedFsServer::WhyUnavailable().empty()) return;
   const absl::Time t0 = absl::Now();
-  auto server = SeaweedFsServer::Start();
+  SeaweedFsOptions options;
+  // A test throws the data away: no reason to wait 30 s for a graceful stop.
+  options.stop_timeout = absl::Seconds(5);
+  auto server = SeaweedFsServer::Start(options);
   ASSERT_TRUE(server.ok()) << server.status();
   server_ = std::move(server).value().release();
   std::fprintf(stderr, "SeaweedFS ready at %s in %s\n", server_->endpoint().c_str(),
