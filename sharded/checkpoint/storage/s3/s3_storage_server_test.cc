@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "sharded/checkpoint/storage/s3/testing/seaweedfs_test.h"
+#include "sharded/checkpoint/storage/storage_contract.h"
 
 namespace shardlight::sharded::checkpoint::s3 {
 namespace {
@@ -101,21 +102,8 @@ TEST_F(S3StorageServerTest, RenameReplacesTheTarget) {
 }
 
 TEST_F(S3StorageServerTest, ListsAndRemovesDirectoriesLikePosix) {
-  Storage& s = *storage_;
-  ASSERT_TRUE(s.MakeDirectories(root_ + "/sub").ok());
-  EXPECT_TRUE(s.List(root_ + "/sub")->empty()) << "an empty directory exists";
-  auto f = File::CreateNew(s, root_ + "/sub/x");
-  ASSERT_TRUE(f.ok());
-  ASSERT_TRUE(f->Close().ok());
-  EXPECT_THAT(*s.List(root_), ElementsAre("sub"));
-  const absl::Status full = s.Remove(root_ + "/sub");
-  EXPECT_FALSE(full.ok()) << "a directory with a file is not removed";
-  EXPECT_THAT(std::string(full.message()), HasSubstr(root_ + "/sub"));
-  EXPECT_TRUE(s.Exists(root_ + "/sub/x"));
-  ASSERT_TRUE(s.Remove(root_ + "/sub/x").ok());
-  ASSERT_TRUE(s.Remove(root_ + "/sub").ok());
-  EXPECT_FALSE(s.Exists(root_ + "/sub"));
-  EXPECT_TRUE(s.List(root_)->empty());
+  ASSERT_TRUE(storage_->MakeDirectories(root_).ok());
+  ExpectDirectoryContract(*storage_, root_);
 }
 
 // 12 MiB in 5 MiB parts: a multipart upload, nothing visible until Close,
