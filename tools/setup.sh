@@ -25,6 +25,7 @@ packages=(
   nlohmann-json3-dev     # JSON for checkpoint indexes
   libcurl4-openssl-dev   # HTTP for the S3 client (sharded/checkpoint/storage/s3)
   libssl-dev             # SHA-256 and HMAC for its SigV4 signing
+  curl                   # tools/s3/with_seaweedfs.sh's readiness check
   python3-venv           # the torch 2.x and SeaweedFS virtual environments
   zlib1g-dev             # inflate of deflated torch.save records (sharded/checkpoint/interop/pytorch:zip_reader)
   libbenchmark-dev       # benchmarks

@@ -3,3 +3,6 @@ package(default_visibility = ["//visibility:public"])
 
 # include/seaweedfs/binary.h: SHARDLIGHT_SEAWEEDFS_WEED, the path of `weed`.
 cc_library(name = "binary", hdrs = ["include/seaweedfs/binary.h"], includes = ["include"])
+
+# venv.sh: SHARDLIGHT_SEAWEEDFS_VENV=..., for shell tests to source.
+exports_files(["venv.sh"])

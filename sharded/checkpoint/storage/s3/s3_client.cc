@@ -1,6 +1,8 @@
 #include "sharded/checkpoint/storage/s3/s3_client.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <random>
 
@@ -114,7 +116,8 @@ std::unique_ptr<S3Client> S3Client::Create(S3Config config, S3ClientOptions opti
   return std::unique_ptr<S3Client>(new S3Client(std::move(config), options));
 }
 
-S3Client::S3Client(S3Config config, S3ClientOptions options) : config_(std::move(config)), options_(options) {}
+S3Client::S3Client(S3Config config, S3ClientOptions options)
+    : config_(std::move(config)), options_(options), trace_(std::getenv("SHARDLIGHT_S3_TRACE") != nullptr) {}
 
 absl::StatusOr<HttpResponse> S3Client::Send(const Call& call) {
   const std::string where = call.bucket.empty() ? "s3://" : S3Url(call.bucket, call.key);
@@ -153,6 +156,10 @@ absl::StatusOr<HttpResponse> S3Client::Send(const Call& call) {
     request.stall_timeout = options_.stall_timeout;
     request.total_timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
     HttpResponse response = http_.Perform(request);
+    if (trace_) {
+      std::fprintf(stderr, "s3: %s %s attempt %d -> %ld%s%s\n", call.method.c_str(), url.c_str(), attempt,
+                   response.status, response.transport_error.empty() ? "" : " ", response.transport_error.c_str());
+    }
 
     bool transient = false;
     if (!response.transport_error.empty()) {

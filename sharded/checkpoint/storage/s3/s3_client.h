@@ -28,7 +28,8 @@
 // object's ETag (the MD5 of what we sent, or of the parts for multipart) and
 // counts as success when it matches.
 //
-// Thread-safe: one client serves every thread of a process.
+// Thread-safe: one client serves every thread of a process. With
+// SHARDLIGHT_S3_TRACE set, each attempt's method, URL and status go to stderr.
 #ifndef SHARDLIGHT_SHARDED_CHECKPOINT_STORAGE_S3_S3_CLIENT_H_
 #define SHARDLIGHT_SHARDED_CHECKPOINT_STORAGE_S3_S3_CLIENT_H_
 
@@ -140,6 +141,7 @@ class S3Client {
 
   S3Config config_;
   S3ClientOptions options_;
+  const bool trace_;
   CurlHttp http_;
 };
 

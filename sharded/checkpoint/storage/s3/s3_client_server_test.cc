@@ -2,7 +2,9 @@
 // test (testing/seaweedfs_test.h), in a private network namespace where the
 // machine allows one. Skips, naming why, only when SeaweedFS is not
 // installed.
-#include <atomic>
+#include <signal.h>
+
+#include <future>
 #include <memory>
 #include <string>
 #include <thread>
@@ -166,15 +168,17 @@ TEST_F(S3ClientServerTest, IfNoneMatchRefusesAnExistingKey) {
 TEST_F(S3ClientServerTest, ExactlyOneOfRacingWritersWins) {
   constexpr int kWriters = 16;
   std::vector<absl::Status> results(kWriters);
-  std::atomic<bool> go{false};
+  // All start together (a spin-wait would starve the thread creating them).
+  std::promise<void> go_promise;
+  std::shared_future<void> go = go_promise.get_future().share();
   std::vector<std::thread> threads;
   for (int i = 0; i < kWriters; ++i) {
     threads.emplace_back([&, i] {
-      while (!go.load()) std::this_thread::yield();
+      go.wait();
       results[i] = client_->PutObject(bucket_, "commit", absl::StrCat("writer ", i), /*if_none_match=*/true).status();
     });
   }
-  go = true;
+  go_promise.set_value();
   for (auto& t : threads) t.join();
   int winner = -1, refused = 0;
   for (int i = 0; i < kWriters; ++i) {
@@ -218,6 +222,47 @@ TEST_F(S3ClientServerTest, MissingBucketIsNamed) {
   const absl::Status l = client_->ListObjects("no-such-bucket-there", "").status();
   EXPECT_EQ(l.code(), absl::StatusCode::kNotFound) << l;
   EXPECT_NE(l.message().find("no-such-bucket-there"), std::string::npos) << l;
+}
+
+// A server that stops answering (SIGSTOP: the kernel still accepts the
+// connection, nothing replies) stalls the transfer; the stalled attempt is
+// dropped and retried, and succeeds once the server is back.
+TEST_F(S3ClientServerTest, RetriesOutlastAStalledServer) {
+  ASSERT_TRUE(client_->PutObject(bucket_, "k", "still here").ok());
+  S3ClientOptions options;
+  options.stall_timeout = absl::Seconds(1);
+  options.connect_timeout = absl::Seconds(1);
+  options.deadline = absl::Seconds(30);
+  options.max_attempts = 20;
+  auto patient = S3Client::Create(server_->config(), options);
+  ASSERT_EQ(kill(server_->pid(), SIGSTOP), 0);
+  std::thread resume([pid = server_->pid()] {
+    absl::SleepFor(absl::Milliseconds(2500));
+    kill(pid, SIGCONT);
+  });
+  const absl::Time t0 = absl::Now();
+  auto got = patient->GetObject(bucket_, "k");
+  const absl::Duration took = absl::Now() - t0;
+  resume.join();
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, "still here");
+  EXPECT_GT(took, absl::Seconds(2)) << "it did wait for the server";
+}
+
+// Stalled past the deadline: a clear error, in bounded time.
+TEST_F(S3ClientServerTest, AStalledServerFailsWithinTheDeadline) {
+  S3ClientOptions options;
+  options.stall_timeout = absl::Seconds(1);
+  options.deadline = absl::Seconds(3);
+  auto impatient = S3Client::Create(server_->config(), options);
+  ASSERT_EQ(kill(server_->pid(), SIGSTOP), 0);
+  const absl::Time t0 = absl::Now();
+  const absl::Status s = impatient->GetObject(bucket_, "k").status();
+  const absl::Duration took = absl::Now() - t0;
+  kill(server_->pid(), SIGCONT);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
+  EXPECT_NE(s.message().find(S3Url(bucket_, "k")), std::string::npos) << s;
+  EXPECT_LT(took, absl::Seconds(6)) << s;
 }
 
 // A server that is not there: retries, then a clear error within the deadline.

@@ -19,6 +19,17 @@ const SigV4Credentials kS3Docs{"AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bP
 absl::Time SuiteTime() { return absl::FromCivil(absl::CivilSecond(2015, 8, 30, 12, 36, 0), absl::UTCTimeZone()); }
 absl::Time S3DocsTime() { return absl::FromCivil(absl::CivilSecond(2013, 5, 24, 0, 0, 0), absl::UTCTimeZone()); }
 
+using Params = std::vector<std::pair<std::string, std::string>>;
+
+SigV4Request Req(std::string method, std::string path, Params query = {}, Params headers = {}) {
+  SigV4Request r;
+  r.method = std::move(method);
+  r.path = std::move(path);
+  r.query = std::move(query);
+  r.headers = std::move(headers);
+  return r;
+}
+
 std::string SuiteAuthorization(const std::string& signed_headers, const std::string& signature) {
   return "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/service/aws4_request, SignedHeaders=" +
          signed_headers + ", Signature=" + signature;
@@ -35,7 +46,7 @@ SigV4Signature SignS3Docs(SigV4Request request) {
 }
 
 TEST(SigV4SuiteTest, GetVanilla) {
-  const SigV4Signature s = SignSuite({"GET", "/"});
+  const SigV4Signature s = SignSuite(Req("GET", "/"));
   EXPECT_EQ(s.canonical_request,
             "GET\n/\n\nhost:example.amazonaws.com\nx-amz-date:20150830T123600Z\n\nhost;x-amz-date\n"
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
@@ -44,18 +55,18 @@ TEST(SigV4SuiteTest, GetVanilla) {
 }
 
 TEST(SigV4SuiteTest, GetVanillaQueryOrderKeyCase) {
-  const SigV4Signature s = SignSuite({"GET", "/", {{"Param2", "value2"}, {"Param1", "value1"}}});
+  const SigV4Signature s = SignSuite(Req("GET", "/", {{"Param2", "value2"}, {"Param1", "value1"}}));
   EXPECT_EQ(Sha256Hex(s.canonical_request), "816cd5b414d056048ba4f7c5386d6e0533120fb1fcfa93762cf0fc39e2cf19e0");
   EXPECT_EQ(s.authorization,
             SuiteAuthorization("host;x-amz-date", "b97d918cfa904a5beff61c982a1b6f458b799221646efd99d3219ec94cdf2500"));
 }
 
 TEST(SigV4SuiteTest, PostVanilla) {
-  EXPECT_EQ(SignSuite({"POST", "/"}).signature, "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b");
+  EXPECT_EQ(SignSuite(Req("POST", "/")).signature, "5da7c1a2acd57cee7505fc6676e4e544621c30862966e37dddb68e92efbe5d6b");
 }
 
 TEST(SigV4SuiteTest, PostXWwwFormUrlencoded) {
-  SigV4Request request{"POST", "/", {}, {{"Content-Type", "application/x-www-form-urlencoded"}}};
+  SigV4Request request = Req("POST", "/", {}, {{"Content-Type", "application/x-www-form-urlencoded"}});
   request.payload_hash = Sha256Hex("Param1=value1");
   EXPECT_EQ(request.payload_hash, "9095672bbd1f56dfc5b65f3e153adc8731a4a654192329106275f4c7b24d0b6e");
   const SigV4Signature s = SignSuite(request);
@@ -67,26 +78,26 @@ TEST(SigV4SuiteTest, PostXWwwFormUrlencoded) {
 }
 
 TEST(SigV4SuiteTest, PostHeaderKeySort) {
-  const SigV4Signature s = SignSuite({"POST", "/", {}, {{"My-Header1", "value1"}}});
+  const SigV4Signature s = SignSuite(Req("POST", "/", {}, {{"My-Header1", "value1"}}));
   EXPECT_EQ(s.signed_headers, "host;my-header1;x-amz-date");
   EXPECT_EQ(s.signature, "c5410059b04c1ee005303aed430f6e6645f61f4dc9e1461ec8f8916fdf18852c");
 }
 
 // A path is encoded once, as UTF-8 bytes.
 TEST(SigV4SuiteTest, GetUtf8) {
-  const SigV4Signature s = SignSuite({"GET", "/\xE1\x88\xB4"});
+  const SigV4Signature s = SignSuite(Req("GET", "/\xE1\x88\xB4"));
   EXPECT_EQ(s.canonical_request.substr(0, 15), "GET\n/%E1%88%B4\n");
   EXPECT_EQ(s.signature, "8318018e0b0f223aa2bbf98705b62bb787dc9c0e678f255a891fd03141be5d85");
 }
 
 TEST(SigV4SuiteTest, GetUnreserved) {
-  const SigV4Signature s = SignSuite({"GET", "/-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"});
+  const SigV4Signature s = SignSuite(Req("GET", "/-._~0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"));
   EXPECT_EQ(s.signature, "07ef7494c76fa4850883e2b006601f940f8a34d404d0cfa977f52a65bbf5f24f");
 }
 
 // S3's "Example: GET Object": the first ten bytes of test.txt.
 TEST(SigV4S3DocsTest, GetObject) {
-  const SigV4Signature s = SignS3Docs({"GET", "/test.txt", {}, {{"Range", "bytes=0-9"}}});
+  const SigV4Signature s = SignS3Docs(Req("GET", "/test.txt", {}, {{"Range", "bytes=0-9"}}));
   EXPECT_EQ(s.canonical_request,
             "GET\n/test.txt\n\nhost:examplebucket.s3.amazonaws.com\nrange:bytes=0-9\n"
             "x-amz-content-sha256:e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n"
@@ -103,8 +114,8 @@ TEST(SigV4S3DocsTest, GetObject) {
 
 // "Example: PUT Object": a `$` in the key is encoded, the body is hashed.
 TEST(SigV4S3DocsTest, PutObject) {
-  SigV4Request request{"PUT", "/test$file.text", {},
-                       {{"Date", "Fri, 24 May 2013 00:00:00 GMT"}, {"x-amz-storage-class", "REDUCED_REDUNDANCY"}}};
+  SigV4Request request = Req("PUT", "/test$file.text", {},
+                             {{"Date", "Fri, 24 May 2013 00:00:00 GMT"}, {"x-amz-storage-class", "REDUCED_REDUNDANCY"}});
   request.payload_hash = Sha256Hex("Welcome to Amazon S3.");
   EXPECT_EQ(request.payload_hash, "44ce7dd67c959e0d3524ffac1771dfbba87d2b6b4b4e99e42034a8b803f8b072");
   const SigV4Signature s = SignS3Docs(request);
@@ -116,14 +127,14 @@ TEST(SigV4S3DocsTest, PutObject) {
 // "Example: GET Bucket Lifecycle": a parameter without a value signs as
 // `lifecycle=` (as `?uploads` must).
 TEST(SigV4S3DocsTest, GetBucketLifecycle) {
-  const SigV4Signature s = SignS3Docs({"GET", "/", {{"lifecycle", ""}}});
+  const SigV4Signature s = SignS3Docs(Req("GET", "/", {{"lifecycle", ""}}));
   EXPECT_EQ(Sha256Hex(s.canonical_request), "9766c798316ff2757b517bc739a67f6213b4ab36dd5da2f94eaebf79c77395ca");
   EXPECT_EQ(s.signature, "fea454ca298b7da1c68078a5d1bdbfbbe0d65c699e0f91ac7a200a0136783543");
 }
 
 // "Example: Get Bucket (List Objects)", with the query given out of order.
 TEST(SigV4S3DocsTest, ListObjects) {
-  const SigV4Signature s = SignS3Docs({"GET", "/", {{"prefix", "J"}, {"max-keys", "2"}}});
+  const SigV4Signature s = SignS3Docs(Req("GET", "/", {{"prefix", "J"}, {"max-keys", "2"}}));
   EXPECT_EQ(Sha256Hex(s.canonical_request), "df57d21db20da04d7fa30298dd4488ba3a2b47ca3a489c74750e0f1e7df1b9b7");
   EXPECT_EQ(s.signature, "34b48302e7b5fa45bde8084f4b7868a86f0a534bc59db6670ed5711ef69dc6f7");
 }
@@ -139,7 +150,7 @@ TEST(SigV4EncodingTest, S3Rules) {
 }
 
 TEST(SigV4Test, SessionTokenIsSentAndSigned) {
-  SigV4Request request{"GET", "/"};
+  SigV4Request request = Req("GET", "/");
   request.headers.emplace_back("Host", "example.amazonaws.com");
   SigV4Credentials with_token = kS3Docs;
   with_token.session_token = "token/with+chars";
@@ -148,11 +159,11 @@ TEST(SigV4Test, SessionTokenIsSentAndSigned) {
   bool sent = false;
   for (const auto& [name, value] : request.headers) sent |= name == "x-amz-security-token" && value == "token/with+chars";
   EXPECT_TRUE(sent);
-  EXPECT_NE(s.signature, SignS3Docs({"GET", "/"}).signature);
+  EXPECT_NE(s.signature, SignS3Docs(Req("GET", "/")).signature);
 }
 
 TEST(SigV4Test, HeaderValuesAreTrimmedAndCollapsed) {
-  const SigV4Signature s = SignSuite({"GET", "/", {}, {{"My-Header1", "  a   b  c "}}});
+  const SigV4Signature s = SignSuite(Req("GET", "/", {}, {{"My-Header1", "  a   b  c "}}));
   EXPECT_NE(s.canonical_request.find("my-header1:a b c\n"), std::string::npos) << s.canonical_request;
 }
 
