@@ -19,10 +19,13 @@ load(
 )
 load("//tools/bazel/system_libs:absl.bzl", "absl_repository")
 load("//tools/bazel/system_libs:benchmark.bzl", "benchmark_repository")
+load("//tools/bazel/system_libs:curl.bzl", "curl_repository")
 load("//tools/bazel/system_libs:gloo.bzl", "gloo_repository")
 load("//tools/bazel/system_libs:googletest.bzl", "googletest_repository")
 load("//tools/bazel/system_libs:libtorch.bzl", "libtorch_repository")
 load("//tools/bazel/system_libs:nlohmann_json.bzl", "nlohmann_json_repository")
+load("//tools/bazel/system_libs:openssl.bzl", "openssl_repository")
+load("//tools/bazel/system_libs:seaweedfs.bzl", "seaweedfs_repository")
 
 def shardlight_dependencies():
     maybe(offline_rules_cc, name = "rules_cc")
@@ -34,3 +37,6 @@ def shardlight_dependencies():
     maybe(googletest_repository, name = "com_google_googletest")
     maybe(nlohmann_json_repository, name = "nlohmann_json")
     maybe(benchmark_repository, name = "com_github_google_benchmark")
+    maybe(curl_repository, name = "curl")
+    maybe(openssl_repository, name = "openssl")
+    maybe(seaweedfs_repository, name = "seaweedfs")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Installs every Debian package that shardlight's build, tests and tools need;
+# the pinned SeaweedFS S3 server for the S3 tests (tools/setup_seaweedfs.sh);
 # with --torch2 also the pinned LibTorch 2.x (tools/setup_torch2.sh).
 # Idempotent: when everything is present it only checks and exits in seconds.
 set -euo pipefail
@@ -22,10 +23,13 @@ packages=(
   libgtest-dev
   libgmock-dev
   nlohmann-json3-dev     # JSON for checkpoint indexes
+  libcurl4-openssl-dev   # HTTP for the S3 client (sharded/checkpoint/storage/s3)
+  libssl-dev             # SHA-256 and HMAC for its SigV4 signing
+  curl                   # tools/s3/with_seaweedfs.sh's readiness check
+  python3-venv           # the torch 2.x and SeaweedFS virtual environments
   zlib1g-dev             # inflate of deflated torch.save records (sharded/checkpoint/interop/pytorch:zip_reader)
   libbenchmark-dev       # benchmarks
   python3-torch          # torchrun (real-process tests, README) and Python PyTorch (interop tests)
-  python3-venv           # the torch 2.x virtual environment (--torch2)
   openmpi-bin            # mpirun (real-process tests)
   iproute2               # ip netns + veth (the two-host test)
   procps                 # pgrep (the kill tests find a worker by rank)
@@ -41,10 +45,17 @@ for p in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "setup: all ${#packages[@]} packages present"
+# What comes from PyPI, each into a virtual environment of its own outside
+# the checkout, after the Debian packages (python3-venv) are in.
+finish() {
+  bash "$(dirname "$0")/setup_seaweedfs.sh"
   [ $torch2 -eq 0 ] || exec bash "$(dirname "$0")/setup_torch2.sh"
   exit 0
+}
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} packages present"
+  finish
 fi
 
 echo "setup: installing ${missing[*]}"
@@ -62,4 +73,4 @@ export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq || "${sudo[@]}" apt-get update
 "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
 echo "setup: done"
-[ $torch2 -eq 0 ] || exec bash "$(dirname "$0")/setup_torch2.sh"
+finish

@@ -16,6 +16,7 @@
 #include "sharded/checkpoint/storage/fault_injecting_storage.h"
 #include "sharded/checkpoint/storage/in_memory_storage.h"
 #include "sharded/checkpoint/storage/storage.h"
+#include "sharded/checkpoint/storage/storage_contract.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -114,22 +115,6 @@ TEST(InMemoryStorageTest, KeepsThePosixContract) {
 
 // Both implementations list subdirectories and remove an empty directory
 // (a checkpoint root's retention needs both), but never a full one.
-void ExpectDirectoryContract(Storage& s, const std::string& root) {
-  ASSERT_TRUE(s.MakeDirectories(root + "/sub").ok());
-  auto f = File::CreateNew(s, root + "/sub/x");
-  ASSERT_TRUE(f.ok());
-  ASSERT_TRUE(f->Close().ok());
-  EXPECT_THAT(*s.List(root), ElementsAre("sub"));
-  const absl::Status full = s.Remove(root + "/sub");
-  EXPECT_FALSE(full.ok()) << "a directory with a file is not removed";
-  EXPECT_THAT(std::string(full.message()), HasSubstr(root + "/sub"));
-  EXPECT_TRUE(s.Exists(root + "/sub/x"));
-  ASSERT_TRUE(s.Remove(root + "/sub/x").ok());
-  ASSERT_TRUE(s.Remove(root + "/sub").ok());
-  EXPECT_FALSE(s.Exists(root + "/sub"));
-  EXPECT_TRUE(s.List(root)->empty());
-}
-
 TEST(InMemoryStorageTest, ListsAndRemovesDirectoriesLikePosix) {
   InMemoryStorage memory;
   ExpectDirectoryContract(memory, "m");

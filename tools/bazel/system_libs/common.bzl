@@ -9,6 +9,7 @@ package to install.
 """
 
 MULTIARCH_LIBS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib", "/usr/lib64"]
+MULTIARCH_INCLUDES = ["/usr/include/x86_64-linux-gnu", "/usr/include/aarch64-linux-gnu", "/usr/include"]
 
 def fail_missing(what, package, hint = ""):
     fail("shardlight: %s not found; install the Debian package '%s' (bash tools/setup.sh)%s" %
@@ -26,6 +27,13 @@ def find_lib(ctx, dirs, name, package):
             if p.exists:
                 return p
     fail_missing("lib%s (looked in %s)" % (name, ", ".join(dirs)), package)
+
+def find_include_root(ctx, roots, header, package):
+    """The first of `roots` that holds `header` (a path like "curl/curl.h")."""
+    for r in roots:
+        if ctx.path("%s/%s" % (r, header)).exists:
+            return r
+    fail_missing("%s (looked in %s)" % (header, ", ".join(roots)), package)
 
 def link_headers(ctx, include_root, subdirs, package):
     """Symlinks include_root/<sub> to include/<sub> in the repository."""
