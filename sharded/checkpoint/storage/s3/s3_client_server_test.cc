@@ -4,6 +4,7 @@
 // installed.
 #include <signal.h>
 
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -210,6 +211,25 @@ TEST_F(S3ClientServerTest, WrongCredentialsAreAClearError) {
   EXPECT_NE(k.message().find("AWS_ACCESS_KEY_ID"), std::string::npos) << k;
 }
 
+TEST_F(S3ClientServerTest, ASkewedClockIsNamed) {
+  S3ClientOptions options;
+  options.clock_offset = absl::Hours(1);
+  const absl::Status s = S3Client::Create(server_->config(), options)->GetObject(bucket_, "k").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("RequestTimeTooSkewed"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("clock"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(S3Url(bucket_, "k")), std::string::npos) << s;
+}
+
+// An object's bytes are data, whatever they say.
+TEST_F(S3ClientServerTest, AnObjectThatLooksLikeAnErrorIsData) {
+  const std::string body = "<Error><Code>InternalError</Code></Error>";
+  ASSERT_TRUE(client_->PutObject(bucket_, "e.xml", body).ok());
+  auto got = client_->GetObject(bucket_, "e.xml");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, body);
+}
+
 TEST_F(S3ClientServerTest, MissingBucketIsNamed) {
   const absl::Status s = client_->PutObject("no-such-bucket-here", "ckpt/index.json", "v").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
@@ -224,6 +244,21 @@ TEST_F(S3ClientServerTest, MissingBucketIsNamed) {
   EXPECT_NE(l.message().find("no-such-bucket-there"), std::string::npos) << l;
 }
 
+// SIGSTOPs the server and waits until it is stopped (kill returns before
+// every thread of it is).
+void PauseServer(pid_t pid) {
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  FAIL() << "the server (pid " << pid << ") did not stop";
+}
+
 // A server that stops answering (SIGSTOP: the kernel still accepts the
 // connection, nothing replies) stalls the transfer; the stalled attempt is
 // dropped and retried, and succeeds once the server is back.
@@ -235,7 +270,7 @@ TEST_F(S3ClientServerTest, RetriesOutlastAStalledServer) {
   options.deadline = absl::Seconds(30);
   options.max_attempts = 20;
   auto patient = S3Client::Create(server_->config(), options);
-  ASSERT_EQ(kill(server_->pid(), SIGSTOP), 0);
+  PauseServer(server_->pid());
   std::thread resume([pid = server_->pid()] {
     absl::SleepFor(absl::Milliseconds(2500));
     kill(pid, SIGCONT);
@@ -255,7 +290,7 @@ TEST_F(S3ClientServerTest, AStalledServerFailsWithinTheDeadline) {
   options.stall_timeout = absl::Seconds(1);
   options.deadline = absl::Seconds(3);
   auto impatient = S3Client::Create(server_->config(), options);
-  ASSERT_EQ(kill(server_->pid(), SIGSTOP), 0);
+  PauseServer(server_->pid());
   const absl::Time t0 = absl::Now();
   const absl::Status s = impatient->GetObject(bucket_, "k").status();
   const absl::Duration took = absl::Now() - t0;
