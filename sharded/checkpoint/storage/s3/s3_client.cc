@@ -35,6 +35,10 @@ struct S3Client::Call {
   int64_t sink_capacity = 0;
   // For a conditional write: the ETag its own success would have left.
   std::function<std::string()> own_etag;
+  // CompleteMultipartUpload and the copies can fail after their 200 has
+  // been sent: the error is then the body. Nowhere else is a 2xx body read
+  // as one (an object's bytes may say anything).
+  bool error_in_ok_body = false;
 };
 
 namespace {
@@ -143,7 +147,7 @@ absl::StatusOr<HttpResponse> S3Client::Send(const Call& call) {
   for (int attempt = 1;; ++attempt) {
     SigV4Request signing{call.method, path, call.query, call.headers, payload_hash};
     signing.headers.emplace_back("host", host);
-    AddSigV4Authorization(signing, config_.credentials, config_.region, "s3", absl::Now());
+    AddSigV4Authorization(signing, config_.credentials, config_.region, "s3", absl::Now() + options_.clock_offset);
 
     HttpRequest request;
     request.method = call.method;
@@ -166,10 +170,10 @@ absl::StatusOr<HttpResponse> S3Client::Send(const Call& call) {
       last = absl::StrCat("no response from ", host, ": ", response.transport_error);
       if (!response.transport_retryable) return error(absl::StatusCode::kUnavailable, last);
       transient = true;
-    } else if (response.status >= 200 && response.status < 300 && !absl::StrContains(response.body, "<Error>")) {
+    } else if (response.status >= 200 && response.status < 300 &&
+               !(call.error_in_ok_body && absl::StrContains(response.body, "<Error>"))) {
       return response;
     } else {
-      // (CompleteMultipartUpload can fail with a 200 whose body is an <Error>.)
       auto [code, message] = ErrorCodeAndMessage(response);
       last = absl::StrCat("HTTP ", response.status, " ", code, message.empty() ? "" : ": ", message, Hint(code));
       if (response.status == 412 && attempt > 1 && call.own_etag && IsOurs(call, call.own_etag())) {
@@ -297,6 +301,7 @@ absl::Status S3Client::CopyObject(const std::string& bucket, const std::string& 
   SL_ASSIGN_OR_RETURN(const ObjectInfo info, HeadObject(bucket, from_key));
   if (info.size <= kMaxSingleCopy) {
     Call call{"CopyObject", "PUT", bucket, to_key};
+    call.error_in_ok_body = true;
     call.headers.emplace_back("x-amz-copy-source", source);
     return Send(call).status();
   }
@@ -306,6 +311,7 @@ absl::Status S3Client::CopyObject(const std::string& bucket, const std::string& 
   for (int64_t begin = 0; begin < info.size && status.ok(); begin += kCopyPartBytes) {
     const int number = static_cast<int>(parts.size()) + 1;
     Call call{"UploadPartCopy", "PUT", bucket, to_key};
+    call.error_in_ok_body = true;
     call.query = {{"partNumber", absl::StrCat(number)}, {"uploadId", upload_id}};
     call.headers.emplace_back("x-amz-copy-source", source);
     call.headers.emplace_back("x-amz-copy-source-range",
@@ -367,6 +373,7 @@ absl::StatusOr<std::string> S3Client::CompleteMultipartUpload(const std::string&
   }
   xml += "</CompleteMultipartUpload>";
   Call call{"CompleteMultipartUpload", "POST", bucket, key};
+  call.error_in_ok_body = true;
   call.query = {{"uploadId", upload_id}};
   call.body = xml;
   if (if_none_match) {

@@ -49,7 +49,8 @@
 namespace shardlight::sharded::checkpoint::s3 {
 
 struct S3ClientOptions {
-  // Bound on one operation, all its attempts and backoffs included.
+  // Bound on one operation, all its attempts, transfers and backoffs
+  // included: large objects go in parts and ranges, each its own operation.
   absl::Duration deadline = absl::Minutes(2);
   int max_attempts = 8;
   absl::Duration initial_backoff = absl::Milliseconds(50);
@@ -57,6 +58,10 @@ struct S3ClientOptions {
   absl::Duration connect_timeout = absl::Seconds(10);
   absl::Duration stall_timeout = absl::Seconds(30);
   bool unsigned_payload = false;
+  // Added to this machine's clock when signing: for a machine whose clock is
+  // known to be off (S3 refuses signatures over 15 minutes from its time,
+  // RequestTimeTooSkewed).
+  absl::Duration clock_offset = absl::ZeroDuration();
 };
 
 struct ObjectInfo {

@@ -2,8 +2,13 @@
 // test (testing/seaweedfs_test.h), in a private network namespace where the
 // machine allows one. Skips, naming why, only when SeaweedFS is not
 // installed.
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <fstream>
 #include <future>
 #include <memory>
 #include <string>
@@ -210,6 +215,25 @@ TEST_F(S3ClientServerTest, WrongCredentialsAreAClearError) {
   EXPECT_NE(k.message().find("AWS_ACCESS_KEY_ID"), std::string::npos) << k;
 }
 
+TEST_F(S3ClientServerTest, ASkewedClockIsNamed) {
+  S3ClientOptions options;
+  options.clock_offset = absl::Hours(1);
+  const absl::Status s = S3Client::Create(server_->config(), options)->GetObject(bucket_, "k").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("RequestTimeTooSkewed"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("clock"), std::string::npos) << s;
+  EXPECT_NE(s.message().find(S3Url(bucket_, "k")), std::string::npos) << s;
+}
+
+// An object's bytes are data, whatever they say.
+TEST_F(S3ClientServerTest, AnObjectThatLooksLikeAnErrorIsData) {
+  const std::string body = "<Error><Code>InternalError</Code></Error>";
+  ASSERT_TRUE(client_->PutObject(bucket_, "e.xml", body).ok());
+  auto got = client_->GetObject(bucket_, "e.xml");
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(*got, body);
+}
+
 TEST_F(S3ClientServerTest, MissingBucketIsNamed) {
   const absl::Status s = client_->PutObject("no-such-bucket-here", "ckpt/index.json", "v").status();
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound) << s;
@@ -224,6 +248,21 @@ TEST_F(S3ClientServerTest, MissingBucketIsNamed) {
   EXPECT_NE(l.message().find("no-such-bucket-there"), std::string::npos) << l;
 }
 
+// SIGSTOPs the server and waits until it is stopped (kill returns before
+// every thread of it is).
+void PauseServer(pid_t pid) {
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);
+  for (int i = 0; i < 200; ++i) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') return;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  FAIL() << "the server (pid " << pid << ") did not stop";
+}
+
 // A server that stops answering (SIGSTOP: the kernel still accepts the
 // connection, nothing replies) stalls the transfer; the stalled attempt is
 // dropped and retried, and succeeds once the server is back.
@@ -235,7 +274,7 @@ TEST_F(S3ClientServerTest, RetriesOutlastAStalledServer) {
   options.deadline = absl::Seconds(30);
   options.max_attempts = 20;
   auto patient = S3Client::Create(server_->config(), options);
-  ASSERT_EQ(kill(server_->pid(), SIGSTOP), 0);
+  PauseServer(server_->pid());
   std::thread resume([pid = server_->pid()] {
     absl::SleepFor(absl::Milliseconds(2500));
     kill(pid, SIGCONT);
@@ -255,7 +294,7 @@ TEST_F(S3ClientServerTest, AStalledServerFailsWithinTheDeadline) {
   options.stall_timeout = absl::Seconds(1);
   options.deadline = absl::Seconds(3);
   auto impatient = S3Client::Create(server_->config(), options);
-  ASSERT_EQ(kill(server_->pid(), SIGSTOP), 0);
+  PauseServer(server_->pid());
   const absl::Time t0 = absl::Now();
   const absl::Status s = impatient->GetObject(bucket_, "k").status();
   const absl::Duration took = absl::Now() - t0;
@@ -263,6 +302,118 @@ TEST_F(S3ClientServerTest, AStalledServerFailsWithinTheDeadline) {
   EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable) << s;
   EXPECT_NE(s.message().find(S3Url(bucket_, "k")), std::string::npos) << s;
   EXPECT_LT(took, absl::Seconds(6)) << s;
+}
+
+// A front on 127.0.0.1 for the real server: its first `refusals`
+// connections get `reply` (an S3 error) and are closed; the rest are
+// relayed byte for byte, so signatures (over the front's Host) still verify.
+class FaultyFront {
+ public:
+  FaultyFront(int target_port, int refusals, std::string reply)
+      : target_port_(target_port), refusals_(refusals), reply_(std::move(reply)) {
+    listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (bind(listener_, reinterpret_cast<sockaddr*>(&addr), len) != 0 || listen(listener_, 16) != 0 ||
+        getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    port_ = ntohs(addr.sin_port);
+    accepter_ = std::thread([this] { Accept(); });
+  }
+  ~FaultyFront() {
+    shutdown(listener_, SHUT_RDWR);
+    close(listener_);
+    accepter_.join();
+    for (auto& t : relays_) t.join();
+  }
+  int port() const { return port_; }
+  int refused() const { return refused_; }
+
+ private:
+  void Accept() {
+    while (true) {
+      const int client = accept(listener_, nullptr, nullptr);
+      if (client < 0) return;
+      if (refused_ < refusals_) {
+        ++refused_;
+        char buffer[65536];
+        (void)!recv(client, buffer, sizeof(buffer), 0);  // the request's head (and perhaps body)
+        (void)!send(client, reply_.data(), reply_.size(), MSG_NOSIGNAL);
+        close(client);
+        continue;
+      }
+      const int server = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      to.sin_port = htons(static_cast<uint16_t>(target_port_));
+      if (connect(server, reinterpret_cast<sockaddr*>(&to), sizeof(to)) != 0) {
+        close(client);
+        close(server);
+        continue;
+      }
+      relays_.emplace_back([client, server] { Pump(client, server); });
+      relays_.emplace_back([client, server] { Pump(server, client); });
+    }
+  }
+  static void Pump(int from, int to) {
+    char buffer[65536];
+    ssize_t n;
+    while ((n = recv(from, buffer, sizeof(buffer), 0)) > 0) {
+      if (send(to, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
+    }
+    shutdown(to, SHUT_WR);
+  }
+
+  const int target_port_;
+  const int refusals_;
+  const std::string reply_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<int> refused_{0};
+  std::thread accepter_;
+  std::vector<std::thread> relays_;
+};
+
+int PortOf(const std::string& endpoint) { return std::stoi(endpoint.substr(endpoint.rfind(':') + 1)); }
+
+std::string S3ErrorReply(int status, const std::string& reason, const std::string& code) {
+  const std::string body = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>" + code + "</Code><Message>" + reason +
+                           "</Message></Error>";
+  return absl::StrCat("HTTP/1.1 ", status, " ", reason, "\r\nContent-Type: application/xml\r\nContent-Length: ",
+                      body.size(), "\r\nConnection: close\r\n\r\n", body);
+}
+
+// 503 SlowDown, 500 InternalError and a connection closed without a word
+// are each retried, and the operation then succeeds against the real server.
+TEST_F(S3ClientServerTest, TransientErrorsAreRetried) {
+  ASSERT_TRUE(client_->PutObject(bucket_, "k", "value").ok());
+  for (const std::string& reply : {S3ErrorReply(503, "Slow Down", "SlowDown"),
+                                   S3ErrorReply(500, "We encountered an internal error", "InternalError"),
+                                   std::string()}) {
+    FaultyFront front(PortOf(server_->endpoint()), 2, reply);
+    ASSERT_NE(front.port(), 0);
+    S3Config via_front = server_->config();
+    via_front.endpoint_url = absl::StrCat("http://127.0.0.1:", front.port());
+    auto got = S3Client::Create(via_front)->GetObject(bucket_, "k");
+    ASSERT_TRUE(got.ok()) << got.status() << " (reply: " << reply.substr(0, 30) << ")";
+    EXPECT_EQ(*got, "value");
+    EXPECT_EQ(front.refused(), 2);
+  }
+}
+
+// Errors that a retry cannot fix are not retried.
+TEST_F(S3ClientServerTest, PermanentErrorsAreNotRetried) {
+  FaultyFront front(PortOf(server_->endpoint()), 1, S3ErrorReply(403, "Access Denied", "AccessDenied"));
+  S3Config via_front = server_->config();
+  via_front.endpoint_url = absl::StrCat("http://127.0.0.1:", front.port());
+  const absl::Status s = S3Client::Create(via_front)->GetObject(bucket_, "k").status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_NE(s.message().find("AccessDenied"), std::string::npos) << s;
+  EXPECT_EQ(front.refused(), 1);
 }
 
 // A server that is not there: retries, then a clear error within the deadline.
