@@ -35,8 +35,10 @@ constexpr int64_t kBatch = 10;  // rows per rank: W=3 -> 4,4,2; W=4 -> 3,3,3,1
 // sums, added in another order by another collective (a ring allreduce of
 // one flat buffer versus per-unit reduce-scatters), so each step's update may
 // differ in the last bits (~1e-7 relative) and the difference compounds over
-// the steps. 1e-5 relative over 6 steps leaves a margin of ~10x over what
-// these runs show (see the report in docs/training.md).
+// the steps. These runs differ by at most 6e-8 relative (0 at W=1 and 2,
+// 4.3e-8 at W=3, 5.9e-8 at W=4, printed by the first test): 1e-5 leaves a
+// wide margin while a wrong gradient chunk (off by a whole rank's share)
+// still fails by orders of magnitude.
 constexpr double kLossTolerance = 1e-5;
 
 std::shared_ptr<const Strategy> Fsdp(std::vector<std::string> units = {"blocks.0", "blocks.1"},
