@@ -17,6 +17,7 @@ PUBLIC_LABELS = [
     "//sharded/checkpoint",
     "//sharded/checkpoint/async:async_checkpointer",
     "//sharded/checkpoint/roots:checkpoint_root",
+    "//sharded/checkpoint/storage/s3:s3_storage",
     "//sharded/checkpoint/interop/dcp",
     "//sharded/checkpoint/interop/dcp:dcp_writer",
     "//sharded/checkpoint/interop/pytorch",
