@@ -11,7 +11,9 @@ set -euo pipefail
 # The pin lives in one place, the Bazel rule that tells the tests where `weed` is.
 seaweedfs_version=$(sed -n 's/^SEAWEEDFS_VERSION = "\(.*\)"$/\1/p' "$(dirname "$0")/bazel/system_libs/seaweedfs.bzl")
 [ -n "$seaweedfs_version" ] || { echo "setup: no SEAWEEDFS_VERSION in tools/bazel/system_libs/seaweedfs.bzl" >&2; exit 1; }
-venv="${SHARDLIGHT_SEAWEEDFS_VENV:-$HOME/.cache/shardlight/seaweedfs-$seaweedfs_version}"
+# HOME may be unset (a Bazel test runs this through README's setup block): the user's home then.
+home="${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}"
+venv="${SHARDLIGHT_SEAWEEDFS_VENV:-$home/.cache/shardlight/seaweedfs-$seaweedfs_version}"
 python=/usr/bin/python3  # Debian's: python3-venv is in tools/setup.sh's list
 
 # `weed version` only prints; it starts no server and sends nothing.
