@@ -34,5 +34,28 @@ TEST(StateDictTest, FindSetErase) {
   EXPECT_EQ(std::get<at::Tensor>(*d.Find("y"))[1].item<float>(), 0.0f);
 }
 
+TEST(StateDictTest, ValuesBesideTensors) {
+  StateDict d;
+  ASSERT_TRUE(d.Insert("w", at::ones({2})).ok());
+  ASSERT_TRUE(d.InsertValue("step", PlainValue::Int(7)).ok());
+  ASSERT_TRUE(d.InsertValue("lr", PlainValue::Float(0.1)).ok());
+  EXPECT_EQ(d.InsertValue("w", PlainValue::None()).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(d.Insert("step", at::ones({1})).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(d.InsertValue("", PlainValue::None()).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(d.size(), 1u);
+  EXPECT_EQ(d.ValueKeys(), (std::vector<std::string>{"step", "lr"}));
+  EXPECT_EQ(d.FindValue("step")->integer(), 7);
+  EXPECT_EQ(d.FindValue("w"), nullptr);
+  d.SetValue("w", PlainValue::Str("now a value"));  // replaces the tensor
+  EXPECT_FALSE(d.Contains("w"));
+  EXPECT_EQ(d.ValueKeys(), (std::vector<std::string>{"step", "lr", "w"}));
+  d.Set("step", at::zeros({1}));  // and back
+  EXPECT_FALSE(d.ContainsValue("step"));
+  EXPECT_TRUE(d.EraseValue("lr"));
+  EXPECT_FALSE(d.EraseValue("lr"));
+  EXPECT_EQ(d.ValueKeys(), (std::vector<std::string>{"w"}));
+  EXPECT_EQ(d.FindValue("w")->text(), "now a value");
+}
+
 }  // namespace
 }  // namespace shardlight::sharded

@@ -124,7 +124,9 @@ struct LoadOptions {
   // dict are unexpected. Strict: either fails the load (InvalidArgument
   // "strict load: missing keys: ...; unexpected keys: ..."). Otherwise the
   // missing keys keep their values, the unexpected ones are not read, and
-  // both lists are in LoadStats.
+  // both lists are in LoadStats. Values (StateDict::values()) count like
+  // tensors, but for one rule: a state dict without any value loads tensors
+  // only, and the checkpoint's values are not unexpected to it.
   bool strict = true;
   // Check every needed block before writing any destination byte.
   bool verify_before_write = false;
@@ -155,7 +157,9 @@ struct LoadStats {
 // Collective. Fills every tensor of `to_fill` from the checkpoint in `dir`,
 // the tensor under the same key or the selected key mapped to it (see
 // LoadOptions), with the same global shape and dtype; dense and sharded may
-// be mixed either way. Every bad option is found before a byte is written,
+// be mixed either way. Each value of `to_fill` (StateDict::values();
+// FORMAT.md "values") is set likewise, once the tensors are in; a key that
+// is a tensor on one side and a value on the other fails the load. Every bad option is found before a byte is written,
 // and every rank returns the same error.
 absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::ProcessGroup& pg,
                             const LoadOptions& options = {}, LoadStats* stats = nullptr);

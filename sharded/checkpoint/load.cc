@@ -101,6 +101,8 @@ struct Selection {
   // the index's lookup finds (no map of its own).
   bool identity = false;
   std::unordered_map<std::string, const IndexTensor*> mapped;  // otherwise
+  // The selected values under their mapped names (always filled).
+  std::unordered_map<std::string, const IndexValue*> values;
 
   const IndexTensor* Find(const CheckpointIndex& index, const std::string& name) const {
     if (identity) return index.Find(name);
@@ -114,23 +116,45 @@ bool SelectsAllUnchanged(const LoadOptions& options) {
          options.strip_prefix.empty() && options.add_prefix.empty();
 }
 
+// MappedName, refused when it is not a valid key.
+absl::StatusOr<std::string> CheckedMappedName(const std::string& key, const LoadOptions& options) {
+  std::string name = MappedName(key, options);
+  if (name != key) {
+    absl::Status s = ValidateKey(name);
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("LoadOptions maps checkpoint key ", Quote(key), " to an invalid key: ", s.message()));
+    }
+  }
+  return name;
+}
+
 // The key filter and the remapping of LoadOptions, checked.
 absl::StatusOr<Selection> SelectAndMap(const CheckpointIndex& index, const LoadOptions& options,
                                        const std::string& dir) {
   Selection selection;
+  const std::unordered_set<std::string> keys(options.keys.begin(), options.keys.end());
+  for (const IndexValue& v : index.values) {
+    if (!Selected(v.key, options, keys)) continue;
+    SL_ASSIGN_OR_RETURN(std::string name, CheckedMappedName(v.key, options));
+    auto [it, inserted] = selection.values.emplace(std::move(name), &v);
+    if (!inserted) {
+      return absl::InvalidArgumentError(absl::StrCat("LoadOptions maps checkpoint keys ", Quote(it->second->key),
+                                                     " and ", Quote(v.key), " both to ", Quote(it->first)));
+    }
+  }
   if (SelectsAllUnchanged(options) && !index.tensors.empty()) {
     selection.identity = true;
     return selection;
   }
-  const std::unordered_set<std::string> keys(options.keys.begin(), options.keys.end());
   for (const std::string& key : options.keys) {
-    if (index.Find(key) == nullptr) {
+    if (index.Find(key) == nullptr && index.FindValue(key) == nullptr) {
       return absl::NotFoundError(
           absl::StrCat("LoadOptions::keys names ", Quote(key), ", which is not in the checkpoint at '", dir, "'"));
     }
   }
   for (const auto& [from, to] : options.rename) {
-    if (index.Find(from) == nullptr) {
+    if (index.Find(from) == nullptr && index.FindValue(from) == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("LoadOptions::rename maps ", Quote(from), " to ", Quote(to),
                                                      " but the checkpoint at '", dir, "' has no key ", Quote(from)));
     }
@@ -139,13 +163,10 @@ absl::StatusOr<Selection> SelectAndMap(const CheckpointIndex& index, const LoadO
   mapped.reserve(index.tensors.size());
   for (const IndexTensor& t : index.tensors) {
     if (!Selected(t.key, options, keys)) continue;
-    std::string name = MappedName(t.key, options);
-    if (name != t.key) {
-      absl::Status s = ValidateKey(name);
-      if (!s.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("LoadOptions maps checkpoint key ", Quote(t.key), " to an invalid key: ", s.message()));
-      }
+    SL_ASSIGN_OR_RETURN(std::string name, CheckedMappedName(t.key, options));
+    if (selection.values.count(name) > 0) {
+      return absl::InvalidArgumentError(absl::StrCat("LoadOptions maps checkpoint key ", Quote(t.key),
+                                                     " (a tensor) and a value both to ", Quote(name)));
     }
     auto [it, inserted] = mapped.emplace(std::move(name), &t);
     if (!inserted) {
@@ -154,7 +175,7 @@ absl::StatusOr<Selection> SelectAndMap(const CheckpointIndex& index, const LoadO
           Quote(it->first), " (rename, strip_prefix, add_prefix): a key can be loaded from one tensor only"));
     }
   }
-  if (mapped.empty()) {
+  if (mapped.empty() && selection.values.empty()) {
     return absl::NotFoundError(absl::StrCat("the key filter (LoadOptions::keys ", KeyList(options.keys),
                                             ", key_prefixes ", KeyList(options.key_prefixes),
                                             ") selects no key of the checkpoint at '", dir, "'"));
@@ -203,8 +224,13 @@ void SortByFileAndOffset(const CheckpointIndex& index, std::vector<ReadOp>* ops)
 }
 
 // Step 1 on one rank: every check that can fail before a byte is written.
+// The values a load sets once its tensors are in: the state dict's key and
+// the checkpoint's value.
+using ValueAssignments = std::vector<std::pair<std::string, const IndexValue*>>;
+
 absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const LoadOptions& options,
-                  std::vector<Destination>* destinations, std::vector<ReadOp>* ops, LoadStats* report) {
+                  std::vector<Destination>* destinations, std::vector<ReadOp>* ops, ValueAssignments* values,
+                  LoadStats* report) {
   const CheckpointIndex& index = reader.index();
   SL_ASSIGN_OR_RETURN(const Selection selection, SelectAndMap(index, options, reader.dir()));
   // Per key of `to_fill` (in its order): its checkpoint tensor, or null.
@@ -221,6 +247,12 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
     sources.push_back(saved);
     const size_t first = destinations->size();
     if (saved == nullptr) {
+      auto value = selection.values.find(key);
+      if (value != selection.values.end()) {
+        return absl::InvalidArgumentError(absl::StrCat("key ", Quote(key), ": the checkpoint holds a value (",
+                                                       PlainKindName(value->second->value.kind()),
+                                                       "), the state dict to fill a tensor"));
+      }
       report->missing_keys.push_back(key);
     } else {
       ++found;
@@ -230,6 +262,24 @@ absl::Status Plan(const StateDict& to_fill, CheckpointReader& reader, const Load
   }
   // Names are unique on both sides: when every selected tensor was found,
   // none is unexpected.
+  for (const auto& [key, value] : to_fill.values()) {
+    auto it = selection.values.find(key);
+    if (it != selection.values.end()) {
+      values->emplace_back(key, it->second);
+    } else if (selection.Find(index, key) != nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("key ", Quote(key), ": the checkpoint holds a tensor, the state dict to fill a value"));
+    } else {
+      SL_RETURN_IF_ERROR(ValidateKey(key));
+      report->missing_keys.push_back(key);
+    }
+  }
+  // A state dict without values loads tensors only, as before values
+  // existed: the checkpoint's values are not unexpected to it.
+  for (const auto& [name, value] : selection.values) {
+    if (to_fill.values().empty()) break;
+    if (!to_fill.ContainsValue(name) && !to_fill.Contains(name)) report->unexpected_keys.push_back(value->key);
+  }
   if (selection.identity) {
     if (found < index.tensors.size()) {
       for (const IndexTensor& t : index.tensors) {
@@ -354,12 +404,13 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   absl::StatusOr<CheckpointReader> reader = absl::UnknownError("not opened");
   std::vector<Destination> destinations;
   std::vector<ReadOp> ops;
+  ValueAssignments values;
   LoadStats keys;  // the key lists
   absl::Status mine = NoThrow([&]() -> absl::Status {
     reader = OpenCheckpointForRead(dir, StorageOrPosix(options.storage.get()));
     SL_RETURN_IF_ERROR(reader.status());
     SL_RETURN_IF_ERROR(CheckBufferFits(*reader, options));
-    return Plan(to_fill, *reader, options, &destinations, &ops, &keys);
+    return Plan(to_fill, *reader, options, &destinations, &ops, &values, &keys);
   });
 
   // Step 2: no rank writes a byte unless every rank's plan is sound.
@@ -399,8 +450,12 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   mine = NoThrow([&] { return CopyAll(*reader, ops, entries); });
   data_time += Clock::now() - copy_started;
 
-  // Step 5: every rank returns the same outcome.
+  // Step 5: every rank returns the same outcome; the values are set once
+  // the tensors are in.
   const absl::Status done = Agree(pg, mine, what);
+  if (done.ok()) {
+    for (const auto& [key, value] : values) to_fill.SetValue(key, value->value);
+  }
   report();
   return done;
 }

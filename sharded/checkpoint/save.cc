@@ -202,6 +202,8 @@ absl::StatusOr<CheckpointIndex> BuildIndex(const StateDict& state_dict, const st
     }
     index.tensors.push_back(std::move(t));
   }
+  index.values.reserve(state_dict.values().size());
+  for (const auto& [key, value] : state_dict.values()) index.values.push_back({key, value});
   index.Reindex();
   return index;
 }
@@ -380,6 +382,25 @@ absl::StatusOr<SavePlan> PlanSave(const StateDict& state_dict, int rank, int wor
       plan.refs.emplace_back(key, static_cast<int>(i));
     }
   }
+  // Values (FORMAT.md): in the index, written by rank 0; every rank's must
+  // be the same, so the fingerprint covers their text.
+  int64_t value_bytes = 0;
+  for (const auto& [key, value] : state_dict.values()) {
+    SL_RETURN_IF_ERROR(ValidateKey(key));
+    if (absl::Status s = value.Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(k(key), "the value cannot be checkpointed: ", s.message()));
+    }
+    facts.clear();
+    absl::StrAppend(&facts, key, "|value|");
+    value.AppendRepr(&facts);
+    value_bytes += static_cast<int64_t>(facts.size() - key.size() - 7);
+    plan.fingerprint = StableHash(facts, plan.fingerprint);
+  }
+  if (value_bytes > kMaxValuesBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("the state dict's values take ", value_bytes,
+                                                   " bytes of text, more than a checkpoint holds (", kMaxValuesBytes,
+                                                   "): store large state as a tensor"));
+  }
   return plan;
 }
 
@@ -412,7 +433,7 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
     if (rank == 0) proposal = NewGeneration();
     return absl::OkStatus();
   });
-  const AgreementContext context{what, "state dict (its keys, shapes, dtypes and shard layouts)"};
+  const AgreementContext context{what, "state dict (its keys, shapes, dtypes and shard layouts, and its values)"};
   SL_ASSIGN_OR_RETURN(std::vector<std::string> step1,
                       AgreeAndGather(pg, {mine, plan.ok() ? plan->fingerprint : 0, proposal}, context));
   const std::string generation = step1[0];

@@ -1,5 +1,5 @@
 // The checkpoint's index.json from a hostile directory. Property: an accepted
-// index serialises and parses back to the same index.
+// index serialises and parses back to the same index (its values included).
 #include <string>
 
 #include "sharded/checkpoint/format/index.h"
@@ -15,5 +15,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(reparsed.ok());
   FUZZ_CHECK(SerializeIndex(*reparsed) == again);
   for (const IndexTensor& t : index->tensors) FUZZ_CHECK(index->Find(t.key) != nullptr);
+  FUZZ_CHECK(reparsed->values.size() == index->values.size());
+  for (size_t i = 0; i < index->values.size(); ++i) {
+    FUZZ_CHECK(reparsed->values[i].key == index->values[i].key);
+    FUZZ_CHECK(reparsed->values[i].value == index->values[i].value);
+    FUZZ_CHECK(index->FindValue(index->values[i].key) != nullptr);
+  }
   return 0;
 }

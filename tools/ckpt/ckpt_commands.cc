@@ -142,6 +142,11 @@ int InspectDcp(const std::string& dir, std::ostream& out, std::ostream& err) {
   if (values.ok()) {
     out << "  " << values->size() << " non-tensor entries" << (values->empty() ? "" : ":") << "\n";
     for (const auto& v : *values) out << "    " << v.key << " = " << v.repr << "\n";
+    int not_carried = 0;
+    for (const auto& v : *values) not_carried += v.not_carried.empty() ? 0 : 1;
+    if (not_carried > 0) {
+      out << "  " << not_carried << " of them not carried by import (no plain value, or a key shardlight refuses)\n";
+    }
   } else {
     problems.push_back(std::string(values.status().message()));
   }
@@ -215,7 +220,13 @@ int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
   // What produced it (run_record.h; decoding checked its names and values).
   std::string run;
   for (const auto& [name, value] : index->run) absl::StrAppend(&run, run.empty() ? "" : ", ", name, "=", value);
-  out << "  run: " << (run.empty() ? "not recorded" : run) << "\n\n";
+  out << "  run: " << (run.empty() ? "not recorded" : run) << "\n";
+  // The non-tensor values (FORMAT.md), in the state dict's order, as Python's repr.
+  if (!index->values.empty()) {
+    out << "  " << index->values.size() << " non-tensor entries:\n";
+    for (const auto& v : index->values) out << "    " << v.key << " = " << v.value.Repr() << "\n";
+  }
+  out << "\n";
   PrintTable(rows, out);
   absl::Status whole = index->sealed ? sharded::checkpoint::CheckIndexChecksum(*text, path) : absl::OkStatus();
   if (whole.ok()) whole = sharded::checkpoint::ValidateIndex(*index, path);
@@ -297,10 +308,15 @@ int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
         << " non-tensor entries, " << HumanBytes(stats.bytes_read) << " in " << reader->files_opened()
         << " files read; a " << reader->format()
         << " checkpoint has no checksums: its structure and every payload were checked, not the bytes' values\n";
+    for (const auto& [key, why] : reader->index().not_carried) {
+      out << "note: non-tensor entry " << sharded::checkpoint::Quote(key) << " is not carried by import: " << why
+          << "\n";
+    }
     return 0;
   }
-  out << "OK: " << reader->index().tensors.size() << " tensors, " << shards << " shards, "
-      << HumanBytes(stats.bytes_read) << " in " << reader->files_opened() << " files verified\n";
+  out << "OK: " << reader->index().tensors.size() << " tensors, " << shards << " shards, ";
+  if (!reader->index().values.empty()) out << reader->index().values.size() << " non-tensor entries, ";
+  out << HumanBytes(stats.bytes_read) << " in " << reader->files_opened() << " files verified\n";
   return 0;
 }
 

@@ -137,13 +137,25 @@ int Reshard(const std::string& in_dir, const std::string& out_dir, const Reshard
       s = writer.AddDense(t.key, std::move(source));
     }
   }
+  // The non-tensor values go along; what cannot (a foreign format's class
+  // instances, keys this format refuses) is named, never dropped unsaid.
+  for (const sharded::checkpoint::IndexValue& v : in.index().values) {
+    if (s.ok()) s = writer.AddValue(v.key, v.value);
+  }
   if (s.ok()) s = writer.Commit();
   if (!s.ok()) {
     err << "ckpt: reshard failed: " << s.message() << "\n";
     return 1;
   }
-  out << "wrote " << out_dir << ": " << reader->index().tensors.size() << " tensors for " << options.world_size
-      << " ranks, " << HumanBytes(bytes) << "\n";
+  out << "wrote " << out_dir << ": " << reader->index().tensors.size() << " tensors";
+  if (!in.index().values.empty()) out << " and " << in.index().values.size() << " non-tensor entries";
+  out << " for " << options.world_size << " ranks, " << HumanBytes(bytes) << "\n";
+  if (!in.index().not_carried.empty()) {
+    out << "not carried: " << in.index().not_carried.size() << " non-tensor entries:\n";
+    for (const auto& [key, why] : in.index().not_carried) {
+      out << "  " << sharded::checkpoint::Quote(key) << ": " << why << "\n";
+    }
+  }
   return 0;
 }
 

@@ -24,8 +24,9 @@ namespace shardlight::sharded::checkpoint {
 // An index up to this size is read whatever the data; a larger one must be at
 // most kIndexBytesPerDataByte times the size of the directory's data files
 // (plus this). A real index takes well under 4 bytes per byte of the data
-// file headers that describe the same shards.
-constexpr int64_t kIndexBytesWithoutData = int64_t{1} << 20;
+// file headers that describe the same shards. (It makes room for the most
+// text an index's values may hold, which no data file pays for.)
+constexpr int64_t kIndexBytesWithoutData = (int64_t{1} << 20) + kMaxValuesBytes;
 constexpr int64_t kIndexBytesPerDataByte = 8;
 
 // DIR/index.json's text, refused before it is read when it is larger than

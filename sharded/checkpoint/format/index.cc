@@ -133,6 +133,11 @@ const IndexTensor* CheckpointIndex::Find(const std::string& key) const {
   return it == tensor_index_.end() ? nullptr : &tensors[it->second];
 }
 
+const IndexValue* CheckpointIndex::FindValue(const std::string& key) const {
+  auto it = value_index_.find(key);
+  return it == value_index_.end() ? nullptr : &values[it->second];
+}
+
 const IndexFile* CheckpointIndex::FindFile(const std::string& name) const {
   auto it = file_index_.find(name);
   return it == file_index_.end() ? nullptr : &files[it->second];
@@ -154,6 +159,8 @@ void CheckpointIndex::Reindex() {
   tensor_index_.reserve(tensors.size());
   file_index_.reserve(files.size());
   for (size_t i = 0; i < tensors.size(); ++i) tensor_index_.emplace(tensors[i].key, i);
+  value_index_.clear();
+  for (size_t i = 0; i < values.size(); ++i) value_index_.emplace(values[i].key, i);
   ShardNamer namer(generation);
   for (size_t i = 0; i < files.size(); ++i) {
     file_index_.emplace(files[i].name, i);
@@ -308,6 +315,20 @@ std::string SerializeIndex(const CheckpointIndex& index) {
     }
     out += "],\n";
   }
+  if (!index.values.empty()) {
+    out += " \"values\": [";
+    std::string repr;
+    for (size_t i = 0; i < index.values.size(); ++i) {
+      out += i ? ",\n  {\"key\": " : "\n  {\"key\": ";
+      AppendJsonString(&out, index.values[i].key);
+      out += ", \"value\": ";
+      repr.clear();
+      index.values[i].value.AppendRepr(&repr);
+      AppendJsonString(&out, repr);
+      out += "}";
+    }
+    out += "\n ],\n";
+  }
   out += " \"files\": [";
   for (size_t i = 0; i < index.files.size(); ++i) {
     const IndexFile& f = index.files[i];
@@ -363,6 +384,28 @@ absl::StatusOr<CheckpointIndex> ParseIndex(const std::string& json, const std::s
   return index;
 }
 
+absl::Status ValidateIndexValues(const CheckpointIndex& index, const std::string& display_name) {
+  absl::flat_hash_set<absl::string_view> keys;
+  keys.reserve(index.values.size());
+  int64_t text = 0;
+  for (const IndexValue& v : index.values) {
+    absl::Status s = ValidateKey(v.key);
+    if (!s.ok()) return Bad(display_name, std::string(s.message()));
+    if (!keys.insert(v.key).second) return BadKey(display_name, v.key, "value listed twice");
+    s = v.value.Validate();
+    if (!s.ok()) return BadKey(display_name, v.key, std::string(s.message()));
+    text += static_cast<int64_t>(v.value.Repr().size());
+  }
+  if (text > kMaxValuesBytes) {
+    return Bad(display_name, absl::StrCat("the values' text holds ", text, " bytes, more than ", kMaxValuesBytes,
+                                          " (store large state as a tensor)"));
+  }
+  for (const IndexTensor& t : index.tensors) {
+    if (keys.contains(t.key)) return BadKey(display_name, t.key, "is both a tensor and a value");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& display_name) {
   if (index.version < 1 || index.version > kFormatVersion) {
     return Bad(display_name, absl::StrCat("unsupported format version ", index.version));
@@ -372,6 +415,7 @@ absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& disp
                                           ", ", kMaxBlockBytes, "]"));
   }
   if (absl::Status s = ValidateRunRecord(index.run); !s.ok()) return Bad(display_name, std::string(s.message()));
+  SL_RETURN_IF_ERROR(ValidateIndexValues(index, display_name));
   // Views into `index`, which outlives them: no key or name is copied.
   absl::flat_hash_map<absl::string_view, const IndexFile*> files;
   files.reserve(index.files.size());

@@ -27,6 +27,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "sharded/box.h"
+#include "sharded/plain_value.h"
 #include "sharded/checkpoint/format/run_record.h"
 #include "sharded/shard_metadata.h"
 
@@ -41,6 +42,9 @@ constexpr int64_t kMaxIndexBytes = int64_t{256} << 20;
 // buffer holds 4 blocks.
 constexpr int64_t kMinBlockBytes = 64;
 constexpr int64_t kMaxBlockBytes = int64_t{64} << 20;
+// The most text the "values" member may hold (its values' repr, all
+// together): a save with more fails, a reader refuses more.
+constexpr int64_t kMaxValuesBytes = int64_t{1} << 20;
 
 struct IndexFile {
   std::string name;  // plain name inside the checkpoint directory
@@ -117,6 +121,12 @@ struct IndexTensor {
   ShardedTensorMetadata Metadata() const;
 };
 
+// A non-tensor entry of the state dict (FORMAT.md, "values").
+struct IndexValue {
+  std::string key;
+  PlainValue value;
+};
+
 struct CheckpointIndex {
   int64_t version = kFormatVersion;
   int world_size = 1;
@@ -124,6 +134,11 @@ struct CheckpointIndex {
   int64_t block_bytes = 0;
   std::vector<IndexFile> files;
   std::vector<IndexTensor> tensors;  // state dict order
+  std::vector<IndexValue> values;    // the state dict's values, in their order (none before they existed)
+  // A foreign format's non-tensor entries that are no value this format
+  // holds (a class instance, a key it refuses): key and why, to be named by
+  // whoever converts it. Never in this format's own index.
+  std::vector<std::pair<std::string, std::string>> not_carried;
   // What produced the checkpoint ("run", optional: empty when the save did
   // not say, as in indexes written before it existed).
   RunRecord run;
@@ -132,6 +147,7 @@ struct CheckpointIndex {
   // nullptr when absent. Valid after ParseIndex or Reindex.
   const IndexTensor* Find(const std::string& key) const;
   const IndexFile* FindFile(const std::string& name) const;
+  const IndexValue* FindValue(const std::string& key) const;
   // The listed file that holds `shard` (its named_file, else its rank's
   // file), without building a name; nullptr when the list has none.
   const IndexFile* FileOf(const IndexShard& shard) const;
@@ -140,6 +156,7 @@ struct CheckpointIndex {
  private:
   absl::flat_hash_map<std::string, size_t> tensor_index_;
   absl::flat_hash_map<std::string, size_t> file_index_;
+  absl::flat_hash_map<std::string, size_t> value_index_;
   // Position in `files` of each rank's file named as this format derives it
   // (kNoFile: none).
   static constexpr size_t kNoFile = ~size_t{0};
@@ -236,6 +253,11 @@ absl::Status CheckIndexChecksum(const std::string& json, const std::string& disp
 
 // Every check ParseIndex makes after decoding the JSON.
 absl::Status ValidateIndex(const CheckpointIndex& index, const std::string& display_name);
+
+// The values part of ValidateIndex: valid keys, each once and none a
+// tensor's, valid values (PlainValue::Validate), at most kMaxValuesBytes of
+// text.
+absl::Status ValidateIndexValues(const CheckpointIndex& index, const std::string& display_name);
 
 // The naming part of ValidateIndex: a 16-hex-digit generation, every file
 // named data-<generation>-r<rank>.safetensors, every shard in its rank's file

@@ -487,6 +487,68 @@ absl::Status DecodeRun(JsonReader& r, RunRecord* record, bool* is_array) {
   return ValidateRunRecord(*record);
 }
 
+// The optional "values" member: an array of {"key": K, "value": REPR}
+// objects (plain_value.h). Not kept (its elements are records); the text it
+// may hold is bounded by kMaxValuesBytes.
+absl::Status DecodeValues(JsonReader& r, std::vector<IndexValue>* values, bool* is_array) {
+  Type type;
+  if (!r.Peek(&type)) return r.status();
+  if (type != Type::kArray) {
+    *is_array = false;
+    return r.Skip(/*kept=*/true) ? absl::OkStatus() : r.status();
+  }
+  *is_array = true;
+  absl::Status first;
+  int64_t text = 0;
+  if (!r.BeginArray(/*kept=*/true)) return r.status();
+  while (r.NextElement()) {
+    const std::string what = absl::StrCat("values[", values->size(), "]");
+    if (!r.Peek(&type)) return r.status();
+    if (type != Type::kObject) {
+      if (!r.CountElement() || !r.Skip(/*kept=*/true)) return r.status();
+      if (first.ok()) first = absl::InvalidArgumentError(absl::StrCat(what, " is not an object"));
+      continue;
+    }
+    IndexValue v;
+    std::string repr;
+    FieldChecks<2> checks;
+    if (!r.BeginObject(/*kept=*/true)) return r.status();
+    absl::string_view key;
+    while (r.NextKey(&key)) {
+      if (key == "key") {
+        checks.Set(0, ReadString(r, what, " key", &v.key));
+      } else if (key == "value") {
+        checks.Set(1, ReadString(r, what, " value", &repr));
+      } else if (!r.Skip(/*kept=*/false)) {
+        break;
+      }
+    }
+    SL_RETURN_IF_ERROR(r.status());
+    text += static_cast<int64_t>(repr.size());
+    if (text > kMaxValuesBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the values' text holds more than ", kMaxValuesBytes, " bytes"));
+    }
+    if (!first.ok()) continue;
+    absl::Status s = checks.First(what, {{" key", " value"}});
+    if (s.ok()) {
+      auto parsed = ParsePlainValue(repr);
+      if (parsed.ok()) {
+        v.value = *std::move(parsed);
+      } else {
+        s = absl::InvalidArgumentError(absl::StrCat("key ", Quote(v.key), ": value ", parsed.status().message()));
+      }
+    }
+    if (s.ok()) {
+      values->push_back(std::move(v));
+    } else {
+      first = s;
+    }
+  }
+  SL_RETURN_IF_ERROR(r.status());
+  return first;
+}
+
 }  // namespace
 
 absl::Status CheckIndexChecksum(const std::string& json, const std::string& index_name) {
@@ -544,10 +606,10 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
   absl::Status format_ok = absl::InvalidArgumentError("missing"), algorithm_ok = format_ok;
   absl::Status version_ok = MissingField("", "version"), world_ok = MissingField("", "world_size");
   absl::Status generation_ok = MissingField("", "generation");
-  absl::Status block_ok = MissingField("", "checksum.block_bytes"), run_ok;
+  absl::Status block_ok = MissingField("", "checksum.block_bytes"), run_ok, values_ok;
   int64_t version = 0, world = 0;
   DecodeScratch scratch;
-  bool root_object = false, files_array = false, tensors_array = false, run_array = true;
+  bool root_object = false, files_array = false, tensors_array = false, run_array = true, values_array = true;
   bool file_not_object = false, tensor_not_object = false;
   Type type;
   if (r.Peek(&type) && type == Type::kObject) {
@@ -565,6 +627,8 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
         generation_ok = ReadString(r, "", "generation", &generation);
       } else if (key == "run") {
         run_ok = DecodeRun(r, &index.run, &run_array);
+      } else if (key == "values") {
+        values_ok = DecodeValues(r, &index.values, &values_array);
       } else if (key == kIndexChecksumField) {
         index.sealed = true;
         r.Skip(/*kept=*/true);
@@ -646,6 +710,8 @@ absl::StatusOr<CheckpointIndex> DecodeIndex(const std::string& json, const std::
   index.generation = std::move(generation);
   if (!run_array) return Bad(display_name, "run is not an array of \"name=value\" strings");
   if (!run_ok.ok()) return Bad(display_name, std::string(run_ok.message()));
+  if (!values_array) return Bad(display_name, "values is not an array of {\"key\", \"value\"} objects");
+  if (!values_ok.ok()) return Bad(display_name, std::string(values_ok.message()));
   if (!algorithm_ok.ok() || algorithm != "crc32c") return Bad(display_name, "checksum.algorithm is not \"crc32c\"");
   if (!block_ok.ok()) return Bad(display_name, std::string(block_ok.message()));
   if (!files_array) return Bad(display_name, "files is not an array");

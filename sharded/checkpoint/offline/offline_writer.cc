@@ -158,6 +158,16 @@ absl::Status OfflineCheckpointWriter::AddChunked(const std::string& key, TensorS
   return AddPending(std::move(p));
 }
 
+absl::Status OfflineCheckpointWriter::AddValue(const std::string& key, PlainValue value) {
+  SL_RETURN_IF_ERROR(CheckNewKey(key));
+  if (absl::Status s = value.Validate(); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(KeyError(key), "the value cannot be checkpointed: ", s.message()));
+  }
+  keys_.insert(key);
+  values_.push_back({key, std::move(value)});
+  return absl::OkStatus();
+}
+
 absl::Status OfflineCheckpointWriter::Commit(OfflineWriteStats* stats) {
   if (committed_) return absl::FailedPreconditionError("the offline checkpoint writer has already committed");
   committed_ = true;
@@ -165,6 +175,7 @@ absl::Status OfflineCheckpointWriter::Commit(OfflineWriteStats* stats) {
   absl::Status s = NoThrow([&] { return CommitUnsafe(stats, &written); });
   for (const std::string& path : written) RemoveFile(path).IgnoreError();
   tensors_.clear();
+  values_.clear();
   keys_.clear();
   if (!s.ok()) return absl::Status(s.code(), absl::StrCat("offline checkpoint write to '", dir_, "': ", s.message()));
   return s;
@@ -186,6 +197,7 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
   index.generation = generation;
   index.block_bytes = options_.checksum_block_bytes;
   index.run = options_.run;
+  index.values = values_;
   for (const Pending& p : tensors_) {
     IndexTensor t;
     t.key = p.key;

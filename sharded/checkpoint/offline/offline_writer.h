@@ -27,6 +27,7 @@
 
 #include "absl/status/status.h"
 #include "sharded/checkpoint/format/data_file.h"
+#include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/format/run_record.h"
 #include "sharded/shard_metadata.h"
 
@@ -80,6 +81,11 @@ class OfflineCheckpointWriter {
   absl::Status AddDense(const std::string& key, TensorSource source);
   absl::Status AddChunked(const std::string& key, TensorSource source, int64_t dim);
 
+  // A non-tensor value (FORMAT.md "values"), in the index; values keep the
+  // order they are added in. InvalidArgument for a bad key, a key added
+  // before, or a value PlainValue::Validate refuses.
+  absl::Status AddValue(const std::string& key, PlainValue value);
+
   // Writes every rank's data file and commits the index. Call once; the
   // tensors added are released afterwards whatever the outcome.
   absl::Status Commit(OfflineWriteStats* stats = nullptr);
@@ -106,6 +112,7 @@ class OfflineCheckpointWriter {
   int world_size_;
   OfflineWriterOptions options_;
   std::vector<Pending> tensors_;
+  std::vector<IndexValue> values_;
   std::set<std::string> keys_;
   bool committed_ = false;
 };

@@ -16,6 +16,7 @@
 #include "absl/strings/strip.h"
 #include "sharded/checkpoint/format/dtype_names.h"
 #include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/interop/pytorch/pickle_values.h"
 #include "sharded/checkpoint/interop/pytorch/torch_save_payload.h"
 #include "sharded/shard_metadata.h"
 #include "sharded/status_macros.h"
@@ -122,93 +123,6 @@ absl::StatusOr<CheckpointIndex> IndexOf(const DcpMetadata& md, const std::string
   return index;
 }
 
-// Python's repr of a float: the shortest digits that read back as the same
-// double, fixed-point for exponents -4..15, else "1e-08" style ("0.1",
-// "100.0", "1e+16", "inf").
-std::string FloatRepr(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  std::string sci;
-  for (int precision = 0; precision <= 16; ++precision) {
-    sci = absl::StrFormat("%.*e", precision, v);
-    if (std::strtod(sci.c_str(), nullptr) == v) break;
-  }
-  const bool negative = sci[0] == '-';
-  const size_t e = sci.find('e');
-  std::string digits;
-  for (size_t i = negative ? 1 : 0; i < e; ++i) {
-    if (sci[i] != '.') digits.push_back(sci[i]);
-  }
-  while (digits.size() > 1 && digits.back() == '0') digits.pop_back();
-  const int exp = std::atoi(sci.c_str() + e + 1);
-  std::string out = negative ? "-" : "";
-  if (exp >= -4 && exp < 16) {
-    if (exp < 0) {
-      out += "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
-    } else {
-      std::string whole = digits.substr(0, std::min(digits.size(), static_cast<size_t>(exp) + 1));
-      whole.resize(static_cast<size_t>(exp) + 1, '0');
-      const std::string frac = digits.size() > whole.size() ? digits.substr(whole.size()) : "0";
-      out += whole + "." + frac;
-    }
-    return out;
-  }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
-  return out + absl::StrFormat("e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
-}
-
-// Python's repr of a plain value; an error for anything else.
-class Repr {
- public:
-  explicit Repr(const PickleGraph& g) : g_(g) {}
-  absl::Status Append(int id, int depth, std::string* out) {
-    if (depth > 64) return absl::InvalidArgumentError("nested deeper than 64 levels");
-    if (++visits_ > (1 << 20)) return absl::InvalidArgumentError("more than 2^20 parts");
-    switch (g_.kind(id)) {
-      case PickleKind::kNone: absl::StrAppend(out, "None"); return absl::OkStatus();
-      case PickleKind::kBool: absl::StrAppend(out, g_.boolean(id) ? "True" : "False"); return absl::OkStatus();
-      case PickleKind::kInt: absl::StrAppend(out, g_.integer(id)); return absl::OkStatus();
-      case PickleKind::kFloat: absl::StrAppend(out, FloatRepr(g_.real(id))); return absl::OkStatus();
-      case PickleKind::kString: absl::StrAppend(out, Quote(g_.text(id))); return absl::OkStatus();
-      case PickleKind::kList:
-      case PickleKind::kTuple: {
-        const bool list = g_.kind(id) == PickleKind::kList;
-        const auto items = g_.items(id);
-        absl::StrAppend(out, list ? "[" : "(");
-        for (size_t i = 0; i < items.size(); ++i) {
-          if (i) absl::StrAppend(out, ", ");
-          SL_RETURN_IF_ERROR(Append(items[i], depth + 1, out));
-        }
-        absl::StrAppend(out, !list && items.size() == 1 ? ",)" : (list ? "]" : ")"));
-        return absl::OkStatus();
-      }
-      case PickleKind::kDict: {
-        const auto items = g_.items(id);
-        absl::StrAppend(out, "{");
-        for (size_t i = 0; i + 1 < items.size(); i += 2) {
-          if (i) absl::StrAppend(out, ", ");
-          SL_RETURN_IF_ERROR(Append(items[i], depth + 1, out));
-          absl::StrAppend(out, ": ");
-          SL_RETURN_IF_ERROR(Append(items[i + 1], depth + 1, out));
-        }
-        absl::StrAppend(out, "}");
-        return absl::OkStatus();
-      }
-      default: {
-        const PickleKind k = g_.kind(id);
-        return absl::InvalidArgumentError(absl::StrCat(
-            "it holds a ", k == PickleKind::kObject || k == PickleKind::kGlobal ? g_.text(id) : pytorch::PickleKindName(k),
-            " (only None, bools, ints, floats, strings and lists, tuples and dicts of them are read)"));
-      }
-    }
-  }
-
- private:
-  const PickleGraph& g_;
-  int64_t visits_ = 0;
-};
-
 }  // namespace
 
 bool IsDcpCheckpoint(const std::string& dir, Storage& storage) {
@@ -229,8 +143,24 @@ absl::StatusOr<DcpMetadata> ReadDcpMetadata(const std::string& dir, Storage& sto
 
 absl::StatusOr<CheckpointReader> OpenDcpCheckpoint(const std::string& dir, Storage& storage) {
   SL_ASSIGN_OR_RETURN(const DcpMetadata md, ReadDcpMetadata(dir, storage));
-  SL_ASSIGN_OR_RETURN(CheckpointIndex index,
-                      IndexOf(md, absl::StrCat("DCP metadata ", Quote(JoinPath(dir, kDcpMetadataFileName)))));
+  const std::string display = absl::StrCat("DCP metadata ", Quote(JoinPath(dir, kDcpMetadataFileName)));
+  SL_ASSIGN_OR_RETURN(CheckpointIndex index, IndexOf(md, display));
+  // The plain values, as this format's own index holds them; the others
+  // (and keys this format cannot hold) are named, never dropped unsaid.
+  SL_ASSIGN_OR_RETURN(const std::vector<DcpPlainValue> values, ReadDcpValues(dir, storage, md));
+  for (const DcpPlainValue& v : values) {
+    if (!v.not_carried.empty()) {
+      index.not_carried.push_back({v.key, v.not_carried});
+    } else if (absl::Status s = ValidateKey(v.key); !s.ok()) {
+      index.not_carried.push_back({v.key, std::string(s.message())});
+    } else if (index.Find(v.key) != nullptr || index.FindValue(v.key) != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(display, ": key ", Quote(v.key), " is listed twice"));
+    } else {
+      index.values.push_back({v.key, v.value});
+      index.Reindex();
+    }
+  }
+  if (absl::Status s = ValidateIndexValues(index, display); !s.ok()) return s;
   return CheckpointReader::OpenForeign(dir, storage, std::move(index), md.bytes, kDcpFormatName,
                                        std::make_unique<DcpDataFiles>(dir));
 }
@@ -256,11 +186,16 @@ absl::StatusOr<std::vector<DcpPlainValue>> ReadDcpValues(const std::string& dir,
     DcpPlainValue value;
     value.key = v.key;
     const PickleGraph& g = payload.graph();
-    if (g.kind(g.root()) == PickleKind::kInt) value.integer = g.integer(g.root());
-    if (g.kind(g.root()) == PickleKind::kBool) value.integer = g.boolean(g.root()) ? 1 : 0;
-    Repr repr(g);
-    if (absl::Status s = repr.Append(g.root(), 0, &value.repr); !s.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat(display, ": ", s.message()));
+    auto plain = pytorch::PlainValueOf(g, g.root());
+    if (plain.ok()) {
+      value.value = *std::move(plain);
+      value.repr = value.value.Repr();
+      if (value.value.kind() == PlainValue::Kind::kInt || value.value.kind() == PlainValue::Kind::kBool) {
+        value.integer = value.value.integer();
+      }
+    } else {
+      value.not_carried = std::string(plain.status().message());
+      value.repr = absl::StrCat("<not carried: ", value.not_carried, ">");
     }
     out.push_back(std::move(value));
   }

@@ -31,6 +31,7 @@
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/interop/dcp/dcp_metadata.h"
 #include "sharded/checkpoint/storage/storage.h"
+#include "sharded/plain_value.h"
 
 namespace shardlight::sharded::checkpoint::dcp {
 
@@ -45,22 +46,29 @@ bool IsDcpCheckpoint(const std::string& dir, Storage& storage);
 // DIR/.metadata read and decoded.
 absl::StatusOr<DcpMetadata> ReadDcpMetadata(const std::string& dir, Storage& storage);
 
-// Reads DIR/.metadata and returns the reader (data files open on use).
+// Reads DIR/.metadata and returns the reader (data files open on use). Its
+// index holds the plain non-tensor entries as values (ReadDcpValues: every
+// value payload is read), and names in not_carried the others and those
+// whose key this format cannot hold.
 absl::StatusOr<CheckpointReader> OpenDcpCheckpoint(const std::string& dir, Storage& storage);
 
-// A non-tensor entry read back: `repr` is Python's repr of it ("7",
-// "0.001", "'adamw'", "{'lr': 0.001, 'betas': (0.9, 0.999)}"); `integer` is
-// set when it is an int (or a bool).
+// A non-tensor entry read back: `value` the plain value (pickle_values.h),
+// `repr` Python's repr of it ("7", "0.001", "'adamw'", "b'\\x80'",
+// "{'lr': 0.001, 'betas': (0.9, 0.999)}"); `integer` is set when it is an
+// int (or a bool). An entry that is no plain value (a class instance, a
+// tensor inside a value) has `not_carried` saying what it holds, and `repr`
+// "<not carried: ...>".
 struct DcpPlainValue {
   std::string key;
   std::string repr;
   std::optional<int64_t> integer;
+  PlainValue value;
+  std::string not_carried;
 };
 
 // Every non-tensor entry of the checkpoint, in save order, read by the
-// restricted pickle reader: None, bools, ints, floats, strings and lists,
-// tuples and dicts of them. Anything else (a class instance, bytes, a
-// tensor inside a value) is InvalidArgument naming the key and what it is.
+// restricted pickle reader (nothing is run). A payload that is not a
+// torch.save archive, or a malformed pickle, is an error naming the key.
 absl::StatusOr<std::vector<DcpPlainValue>> ReadDcpValues(const std::string& dir, Storage& storage,
                                                          const DcpMetadata& metadata);
 

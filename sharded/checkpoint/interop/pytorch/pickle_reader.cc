@@ -359,7 +359,8 @@ class PickleBuilder {
     static const char* const kUnderstood[] = {"torch._utils._rebuild_tensor_v2", "torch._utils._rebuild_tensor_v3",
                                               "torch._utils._rebuild_parameter",
                                               "torch._utils._rebuild_parameter_with_state", "collections.OrderedDict",
-                                              "copyreg._reconstructor"};
+                                              "copyreg._reconstructor", "_codecs.encode", "__builtin__.bytes",
+                                              "builtins.bytes"};
     bool understood = false;
     for (const char* u : kUnderstood) understood = understood || name == u;
     if (!understood) return PushObjectWith(name, args_id);  // only ever named
@@ -386,10 +387,41 @@ class PickleBuilder {
       }
       return PushContainer(PickleKind::kDict, std::move(items));
     }
+    if (name == "_codecs.encode") return Latin1Bytes(args);
+    if (name == "__builtin__.bytes" || name == "builtins.bytes") {
+      // Protocol 2's b'' (bytes() called with no argument); the only call of it a pickler writes.
+      if (!args.empty()) return Fail(name + " is called with arguments (only bytes() is read)");
+      return PushText(PickleKind::kBytes, "");
+    }
     if (name == "copyreg._reconstructor" && !args.empty() && K(args[0]) == PickleKind::kGlobal) {
       return PushObject(Text(args[0]));
     }
     return PushObject(name);
+  }
+
+  // _codecs.encode(text, 'latin1'): how pickle protocols 0-2 spell a bytes
+  // value (each byte a code point below 256 of the text). Read as the bytes,
+  // never called.
+  bool Latin1Bytes(const std::vector<int>& args) {
+    const std::string usage = "_codecs.encode is read only as encode(str, 'latin1'), protocol 2's bytes";
+    if (args.size() != 2 || K(args[0]) != PickleKind::kString || K(args[1]) != PickleKind::kString) return Fail(usage);
+    const absl::string_view encoding = g_.text(args[1]);
+    if (encoding != "latin1" && encoding != "latin-1" && encoding != "latin_1") return Fail(usage);
+    const absl::string_view text = g_.text(args[0]);
+    std::string bytes;
+    bytes.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+      const uint8_t c = static_cast<uint8_t>(text[i]);
+      if (c < 0x80) {
+        bytes.push_back(static_cast<char>(c));
+      } else if ((c == 0xC2 || c == 0xC3) && i + 1 < text.size() && (static_cast<uint8_t>(text[i + 1]) & 0xC0) == 0x80) {
+        bytes.push_back(static_cast<char>(((c & 0x03) << 6) | (static_cast<uint8_t>(text[i + 1]) & 0x3F)));
+        ++i;
+      } else {
+        return Fail("_codecs.encode(str, 'latin1') of a text that is not UTF-8 of code points below 256");
+      }
+    }
+    return PushText(PickleKind::kBytes, bytes);
   }
 
   bool NewObject(int cls, int args) {
