@@ -168,7 +168,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
 // index entry (empty, missing, or holding a save that never committed) has
 // none. Local: no communication, and no check of the contents
 // (LoadCheckpoint does that, and names what is wrong). A null `storage` is
-// PosixStorage().
+// DefaultStorage() (s3:// on S3, else POSIX).
 bool HasCommittedCheckpoint(const std::string& dir, Storage* storage = nullptr);
 
 // Removes the files the committed index in `dir` does not reference, with the

@@ -10,7 +10,7 @@
 #     tool resharded into the bucket, every tensor bit-equal.
 # Skips, saying why, without torch 2.x or SeaweedFS (fails for the latter
 # when SHARDLIGHT_REQUIRE_S3_SERVER=1, as in CI).
-save="$1"; peer_load="$2"; ckpt="$3"; check="$4"; peer_save="$5"; boto3_read="$6"
+save="$1"; peer_load="$2"; ckpt="$3"; check="$4"; s3_dcp_save="$5"; boto3_read="$6"
 source "$(dirname "$0")/dcp_lib.sh" "$7" s3peer || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
 if ! "$LIBTORCH_PYTHON" -c 'import boto3, s3fs' 2>/dev/null; then
   echo "SKIP: $LIBTORCH_PYTHON has no boto3 and s3fs (bash tools/setup_torch2.sh pins them)"
@@ -27,9 +27,9 @@ torchrun_py 2 "$peer_load" dtensor "$b/sl_dcp" "$tmp/ref3.pt" >"$tmp/load2.log" 
   { cat "$tmp/load2.log"; fail "dcp.load (s3fs) into DTensors at W'=2 of shardlight's DCP save"; }
 
 # DCP through s3fs -> shardlight, resharded.
-torchrun_py 2 "$peer_save" "$b/torch_dcp" "$tmp/torch.pt" "$tmp/values.txt" >"$tmp/save2.log" 2>&1 ||
+torchrun_py 2 "$s3_dcp_save" "$b/torch_dcp" "$tmp/torch.pt" >"$tmp/save2.log" 2>&1 ||
   { cat "$tmp/save2.log"; fail "dcp.save (s3fs) at W=2 to $b/torch_dcp"; }
-"$check" "$b/torch_dcp" "$tmp/torch.pt" 3,1 "$tmp/values.txt" || fail "LoadCheckpoint from $b/torch_dcp of torch's DCP save"
+"$check" "$b/torch_dcp" "$tmp/torch.pt" 3,1 - || fail "LoadCheckpoint from $b/torch_dcp of torch's DCP save"
 
 # boto3 reads shardlight's own format.
 "$ckpt" --world_size=3 reshard "$tmp/ref3" "$b/sl_ckpt" >/dev/null || fail "ckpt reshard into $b/sl_ckpt"
