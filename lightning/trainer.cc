@@ -21,6 +21,7 @@
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
 #include "sharded/checkpoint/roots/checkpoint_root.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/no_throw.h"
 #include "sharded/stable_hash.h"
 #include "sharded/status_macros.h"
@@ -57,7 +58,7 @@ enum class Layout { kNone, kPlain, kRoot, kDcp };
 absl::StatusOr<Layout> CheckpointLayout(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg) {
   const Layout here = ckpt::IsCheckpointRoot(dir, storage)                               ? Layout::kRoot
                       : ckpt::HasCommittedCheckpoint(dir, storage)                         ? Layout::kPlain
-                      : ckpt::dcp::IsDcpCheckpoint(dir, ckpt::StorageOrPosix(storage)) ? Layout::kDcp
+                      : ckpt::dcp::IsDcpCheckpoint(dir, ckpt::StorageOrDefault(storage)) ? Layout::kDcp
                                                                                            : Layout::kNone;
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       sharded::AgreeAndGather(pg, {absl::OkStatus(), 0, std::to_string(static_cast<int>(here))},
@@ -79,7 +80,7 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
   SavedExtras mine;
   std::string different;
   const absl::Status read = sharded::NoThrow([&]() -> absl::Status {
-    SL_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(dir, ckpt::StorageOrPosix(storage)));
+    SL_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(dir, ckpt::StorageOrDefault(storage)));
     for (const ckpt::IndexTensor& t : reader.index().tensors) {
       mine.optimizer = mine.optimizer || absl::StartsWith(t.key, "optimizer.");
       mine.step = mine.step || t.key == "trainer.step";
@@ -373,7 +374,7 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
   std::string mine;
   const absl::Status read = sharded::NoThrow([&]() -> absl::Status {
     if (pg.getRank() != 0) return absl::OkStatus();
-    ckpt::Storage& storage = ckpt::StorageOrPosix(options_.save_options.storage.get());
+    ckpt::Storage& storage = ckpt::StorageOrDefault(options_.save_options.storage.get());
     SL_ASSIGN_OR_RETURN(const ckpt::dcp::DcpMetadata md, ckpt::dcp::ReadDcpMetadata(dir, storage));
     SL_ASSIGN_OR_RETURN(const auto values, ckpt::dcp::ReadDcpValues(dir, storage, md));
     std::string found_step = "-";

@@ -69,7 +69,7 @@ struct SaveOptions {
   // directory that the new index does not reference (earlier checkpoints,
   // leftovers of failed saves), once the commit is durable.
   bool remove_stale_files = true;
-  // Where the files go; null: PosixStorage(). Each rank may pass its own.
+  // Where the files go; null: DefaultStorage() (storage/default_storage.h: s3:// on S3, else POSIX). Each rank may pass its own.
   std::shared_ptr<Storage> storage;
   // What produced this checkpoint, recorded in the index as "run" (rank 0's;
   // empty: none). See run_record.h; an invalid record fails the save.
@@ -130,7 +130,7 @@ struct LoadOptions {
   bool strict = true;
   // Check every needed block before writing any destination byte.
   bool verify_before_write = false;
-  // Where the files are; null: PosixStorage().
+  // Where the files are; null: DefaultStorage() (storage/default_storage.h: s3:// on S3, else POSIX).
   std::shared_ptr<Storage> storage;
 };
 
@@ -172,7 +172,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
 // index entry (empty, missing, or holding a save that never committed) has
 // none. Local: no communication, and no check of the contents
 // (LoadCheckpoint does that, and names what is wrong). A null `storage` is
-// PosixStorage().
+// DefaultStorage() (s3:// on S3, else POSIX).
 bool HasCommittedCheckpoint(const std::string& dir, Storage* storage = nullptr);
 
 // Removes the files the committed index in `dir` does not reference, with the

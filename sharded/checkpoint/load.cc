@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/mismatch.h"
 #include "sharded/box.h"
 #include "sharded/checkpoint/checkpoint.h"
@@ -407,7 +408,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   ValueAssignments values;
   LoadStats keys;  // the key lists
   absl::Status mine = NoThrow([&]() -> absl::Status {
-    reader = OpenCheckpointForRead(dir, StorageOrPosix(options.storage.get()));
+    reader = OpenCheckpointForRead(dir, StorageOrDefault(options.storage.get()));
     SL_RETURN_IF_ERROR(reader.status());
     SL_RETURN_IF_ERROR(CheckBufferFits(*reader, options));
     return Plan(to_fill, *reader, options, &destinations, &ops, &values, &keys);
@@ -461,7 +462,7 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
 }
 
 bool HasCommittedCheckpoint(const std::string& dir, Storage* storage) {
-  return StorageOrPosix(storage).Exists(JoinPath(dir, kIndexFileName));
+  return StorageOrDefault(storage).Exists(JoinPath(dir, kIndexFileName));
 }
 
 }  // namespace shardlight::sharded::checkpoint

@@ -17,6 +17,7 @@
 #include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/format/names.h"
 #include "sharded/checkpoint/save_protocol.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/checkpoint/storage/storage.h"
 #include "sharded/agreement.h"
 #include "sharded/no_throw.h"
@@ -258,9 +259,12 @@ std::set<std::string> ReplacedFiles(Storage& storage, const std::string& dir, st
 // index.json -- the commit point -- and makes the rename durable. Only then
 // are the files the new index does not name removed: were the rename lost
 // (a crash before the directory reached the disk), the old index would come
-// back and need its files.
+// back and need its files. On an object store (Storage::RenameIsCopy) the
+// commit into a `dir` that had no index when the save began (`exclusive`)
+// creates index.json exclusively instead (below).
 absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const std::vector<std::string>& payloads,
-                         const std::string& dir, const std::string& generation, const SaveOptions& options) {
+                         const std::string& dir, const std::string& generation, const SaveOptions& options,
+                         bool exclusive) {
   SL_ASSIGN_OR_RETURN(CheckpointIndex index, BuildIndex(state_dict, payloads, generation, options.checksum_block_bytes));
   index.run = options.run;
   SL_RETURN_IF_ERROR(ValidateIndex(index, "new index"));  // never commit what a load would refuse
@@ -269,16 +273,32 @@ absl::Status CommitIndex(Storage& storage, const StateDict& state_dict, const st
   std::string others_why;
   const std::set<std::string> replaced =
       options.remove_stale_files && options.on_removed ? ReplacedFiles(storage, dir, &others_why) : std::set<std::string>();
+  const std::string index_path = JoinPath(dir, kIndexFileName);
   RemoveOnExit guard(storage);
-  {
-    SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, temp));
-    guard.Arm(temp);
-    SL_RETURN_IF_ERROR(file.WriteAt(text.data(), static_cast<int64_t>(text.size()), 0));
-    SL_RETURN_IF_ERROR(file.Sync());
-    SL_RETURN_IF_ERROR(file.Close());
+  if (exclusive) {
+    // An object store, and no index here when the save began: the index is created
+    // under its own name, exclusively (S3: one PUT with If-None-Match: *),
+    // which is the commit point. A save that committed first wins; this one
+    // then fails, never overwriting it.
+    const absl::Status put = WriteNewFile(storage, index_path, text);
+    if (absl::IsAlreadyExists(put)) {
+      return absl::AlreadyExistsError(absl::StrCat(
+          "another save committed '", dir, "' first (", kIndexFileName,
+          " appeared during this save and the store refused to replace it): this save did not commit (",
+          put.message(), ")"));
+    }
+    SL_RETURN_IF_ERROR(put);
+  } else {
+    {
+      SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, temp));
+      guard.Arm(temp);
+      SL_RETURN_IF_ERROR(file.WriteAt(text.data(), static_cast<int64_t>(text.size()), 0));
+      SL_RETURN_IF_ERROR(file.Sync());
+      SL_RETURN_IF_ERROR(file.Close());
+    }
+    SL_RETURN_IF_ERROR(storage.Rename(temp, index_path));
+    guard.Release();
   }
-  SL_RETURN_IF_ERROR(storage.Rename(temp, JoinPath(dir, kIndexFileName)));
-  guard.Release();
   // Committed: from here a failure must not be reported as "nothing saved".
   const absl::Status s = NoThrow([&] { return storage.SyncDirectory(dir); });
   if (!s.ok()) {
@@ -414,7 +434,7 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
                      c10d::ProcessGroup& pg, const SaveOptions& options, EntryByteSource* source, SaveStats* stats) {
   const int rank = pg.getRank();
   const auto started = std::chrono::steady_clock::now();
-  Storage& storage = StorageOrPosix(options.storage.get());
+  Storage& storage = StorageOrDefault(options.storage.get());
   const std::string what = absl::StrCat("checkpoint save to '", dir, "'");
   if (options.checksum_block_bytes < kMinBlockBytes || options.checksum_block_bytes > kMaxBlockBytes) {
     return absl::InvalidArgumentError(
@@ -427,10 +447,13 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
   // Step 1: each rank checks its part of the dict and the directory; ranks
   // agree on the dict's structure and take rank 0's generation.
   std::string proposal;
+  const bool direct = storage.RenameIsCopy(dir);
+  bool index_existed = false;  // rank 0's look, for an object store's commit
   absl::Status mine = NoThrow([&]() -> absl::Status {
     SL_RETURN_IF_ERROR(plan.status());
     SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
     if (rank == 0) proposal = NewGeneration();
+    if (rank == 0 && direct) index_existed = storage.Exists(JoinPath(dir, kIndexFileName));
     return absl::OkStatus();
   });
   const AgreementContext context{what, "state dict (its keys, shapes, dtypes and shard layouts, and its values)"};
@@ -438,9 +461,11 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
                       AgreeAndGather(pg, {mine, plan.ok() ? plan->fingerprint : 0, proposal}, context));
   const std::string generation = step1[0];
 
-  // Step 2: this rank's data file, under a temporary name, fsynced.
-  const std::string temp = JoinPath(dir, TempDataFileName(generation, rank));
+  // Step 2: this rank's data file, under a temporary name, fsynced; on an
+  // object store (no rename) under its final name, unique to this save and
+  // invisible to loads until an index names it.
   const std::string final_name = DataFileName(generation, rank);
+  const std::string temp = direct ? JoinPath(dir, final_name) : JoinPath(dir, TempDataFileName(generation, rank));
   RemoveOnExit guard(storage);
   int64_t bytes_written = 0;
   std::string payload;
@@ -470,7 +495,7 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
   // no index names it yet. From here on a failure leaves it for the next
   // save's cleanup rather than racing a commit.
   mine = NoThrow([&]() -> absl::Status {
-    SL_RETURN_IF_ERROR(storage.Rename(temp, JoinPath(dir, final_name)));
+    if (!direct) SL_RETURN_IF_ERROR(storage.Rename(temp, JoinPath(dir, final_name)));
     guard.Release();
     return storage.SyncDirectory(dir);
   });
@@ -479,11 +504,15 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
   // Step 5: rank 0 commits the index, last, then removes stale files.
   mine = absl::OkStatus();
   if (rank == 0) {
-    mine = NoThrow([&] { return CommitIndex(storage, state_dict, records, dir, generation, options); });
+    mine = NoThrow([&] {
+      return CommitIndex(storage, state_dict, records, dir, generation, options, direct && !index_existed);
+    });
   }
 
-  // Step 6: every rank returns rank 0's outcome.
+  // Step 6: every rank returns rank 0's outcome. A save that lost the race
+  // for an object store's index removes its own data file.
   absl::Status done = Agree(pg, mine, what);
+  if (direct && absl::IsAlreadyExists(done)) storage.Remove(JoinPath(dir, final_name)).IgnoreError();
   if (done.ok() && stats != nullptr) {
     stats->bytes_written = bytes_written;
     stats->data_seconds = data_time.count();
@@ -494,7 +523,7 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
 }
 
 absl::StatusOr<int> RemoveUnreferencedFiles(const std::string& dir, Storage* storage, const RemovalLog& on_removed) {
-  Storage& st = StorageOrPosix(storage);
+  Storage& st = StorageOrDefault(storage);
   SL_ASSIGN_OR_RETURN(const CheckpointReader reader, CheckpointReader::Open(dir, st));
   SL_RETURN_IF_ERROR(st.SyncDirectory(dir));
   return NoThrow([&]() -> absl::StatusOr<int> {

@@ -20,6 +20,7 @@
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
 #include "sharded/checkpoint/interop/pytorch/torch_file.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/factories.h"
 #include "sharded/shard_metadata.h"
 #include "sharded/state_dict.h"
@@ -95,8 +96,8 @@ absl::Status LoadAt(const std::string& dir, const Reference& ref, int world) {
 }
 
 absl::Status CheckValues(const std::string& dir, const std::string& expected_path) {
-  SL_ASSIGN_OR_RETURN(const cp::dcp::DcpMetadata md, cp::dcp::ReadDcpMetadata(dir, cp::PosixStorage()));
-  SL_ASSIGN_OR_RETURN(const auto values, cp::dcp::ReadDcpValues(dir, cp::PosixStorage(), md));
+  SL_ASSIGN_OR_RETURN(const cp::dcp::DcpMetadata md, cp::dcp::ReadDcpMetadata(dir, cp::DefaultStorage()));
+  SL_ASSIGN_OR_RETURN(const auto values, cp::dcp::ReadDcpValues(dir, cp::DefaultStorage(), md));
   std::ifstream in(expected_path);
   std::vector<std::string> want;
   for (std::string line; std::getline(in, line);) want.push_back(line);

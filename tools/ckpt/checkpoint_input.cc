@@ -4,6 +4,7 @@
 #include "sharded/checkpoint/interop/open_checkpoint.h"
 #include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/roots/root_layout.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/status_macros.h"
 
@@ -24,8 +25,9 @@ absl::Status StepOpens(const std::string& step_dir) {
 }  // namespace
 
 absl::StatusOr<std::string> ResolveCheckpointInput(const std::string& dir, std::ostream& err) {
-  if (cp::PathExists(cp::JoinPath(dir, cp::kIndexFileName))) return dir;
-  SL_ASSIGN_OR_RETURN(const cp::RootListing listing, cp::ScanCheckpointRoot(dir, cp::PosixStorage()));
+  SL_RETURN_IF_ERROR(cp::CheckLocation(dir));
+  if (cp::DefaultStorage().Exists(cp::JoinPath(dir, cp::kIndexFileName))) return dir;
+  SL_ASSIGN_OR_RETURN(const cp::RootListing listing, cp::ScanCheckpointRoot(dir, cp::DefaultStorage()));
   if (!listing.latest.has_value() && listing.steps.empty()) return dir;  // not a root: the command says what it lacks
   SL_ASSIGN_OR_RETURN(const cp::RootLoadResult resolved, cp::ResolveCheckpointRoot(dir, nullptr, &StepOpens));
   for (const std::string& line : resolved.fallbacks) err << "ckpt: " << line << "\n";

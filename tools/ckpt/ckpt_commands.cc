@@ -19,6 +19,7 @@
 #include "sharded/checkpoint/format/entry_reader.h"
 #include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/checkpoint/format/row_major_tiles.h"
 #include "sharded/checkpoint/format/safetensors.h"
@@ -114,7 +115,7 @@ const std::vector<std::string> kTableHeader = {"key", "kind", "dtype", "shape", 
 // non-tensor entries.
 int InspectDcp(const std::string& dir, std::ostream& out, std::ostream& err) {
   namespace dcp = sharded::checkpoint::dcp;
-  sharded::checkpoint::Storage& storage = sharded::checkpoint::PosixStorage();
+  sharded::checkpoint::Storage& storage = sharded::checkpoint::DefaultStorage();
   auto md = dcp::ReadDcpMetadata(dir, storage);
   auto reader = md.ok() ? dcp::OpenDcpCheckpoint(dir, storage) : md.status();
   auto values = md.ok() ? dcp::ReadDcpValues(dir, storage, *md) : md.status();
@@ -176,15 +177,15 @@ std::string HumanBytes(int64_t bytes) {
 
 int Inspect(const std::string& dir, std::ostream& out, std::ostream& err) {
   const std::string path = JoinPath(dir, sharded::checkpoint::kIndexFileName);
-  if (!sharded::checkpoint::PathExists(path)) {
-    if (sharded::checkpoint::dcp::IsDcpCheckpoint(dir, sharded::checkpoint::PosixStorage())) {
+  if (!sharded::checkpoint::DefaultStorage().Exists(path)) {
+    if (sharded::checkpoint::dcp::IsDcpCheckpoint(dir, sharded::checkpoint::DefaultStorage())) {
       return InspectDcp(dir, out, err);
     }
     err << "ckpt: no checkpoint at '" << dir << "': " << sharded::checkpoint::kIndexFileName << " is missing (nor is "
         << sharded::checkpoint::dcp::kDcpMetadataFileName << ", a PyTorch distributed checkpoint's)\n";
     return 1;
   }
-  auto text = sharded::checkpoint::ReadIndexText(sharded::checkpoint::PosixStorage(), dir);
+  auto text = sharded::checkpoint::ReadIndexText(sharded::checkpoint::DefaultStorage(), dir);
   if (!text.ok()) {
     err << "ckpt: " << text.status().message() << "\n";
     return 1;
@@ -298,8 +299,8 @@ int Verify(const std::string& dir, std::ostream& out, std::ostream& err) {
     // matched its metadata, and every byte read; nothing says the bytes are
     // the ones saved. Its non-tensor entries must read as plain values.
     namespace dcp = sharded::checkpoint::dcp;
-    auto md = dcp::ReadDcpMetadata(dir, sharded::checkpoint::PosixStorage());
-    auto values = md.ok() ? dcp::ReadDcpValues(dir, sharded::checkpoint::PosixStorage(), *md) : md.status();
+    auto md = dcp::ReadDcpMetadata(dir, sharded::checkpoint::DefaultStorage());
+    auto values = md.ok() ? dcp::ReadDcpValues(dir, sharded::checkpoint::DefaultStorage(), *md) : md.status();
     if (!values.ok()) {
       out << "FAILED  " << values.status().message() << "\n";
       return 1;

@@ -25,11 +25,13 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "flags/strict_flags.h"
 #include "tools/ckpt/checkpoint_input.h"
 #include "tools/ckpt/ckpt_commands.h"
 #include "tools/ckpt/interop_commands.h"
 #include "tools/ckpt/layout_commands.h"
+#include "tools/ckpt/upload_commands.h"
 
 ABSL_FLAG(int, buffer_mib, 64, "consolidate, diff: MiB of the window full tensors are assembled in (1..4096)");
 ABSL_FLAG(std::string, progress, "auto", "consolidate: progress lines on stderr: auto (outputs >= 256 MiB), always, never");
@@ -41,20 +43,22 @@ ABSL_FLAG(std::string, prefix, "", "import: prepended to every key; export: only
 ABSL_FLAG(bool, optimizer_states, false, "import (Lightning): also import optimizer_states");
 ABSL_FLAG(bool, global_step, false, "import (Lightning): also import global_step as a [1] I64 tensor");
 ABSL_FLAG(std::string, global_step_key, "global_step", "import: the key global_step goes to (trainer.step for the Trainer)");
+ABSL_FLAG(bool, abort, false, "uploads: abort each unfinished upload listed");
 ABSL_FLAG(bool, lightning, false, "export: a Lightning .ckpt {state_dict, global_step, ...} Lightning 2.x resumes from (step from trainer.step or global_step)");
 
 namespace {
 
 constexpr char kUsage[] =
     "usage: ckpt [flags] inspect DIR | verify DIR | consolidate DIR OUT | reshard IN OUT | diff A B\n"
-    "                    | import IN.pt OUT_DIR | export DIR OUT.pt\n"
+    "                    | import IN.pt OUT_DIR | export DIR OUT.pt | uploads s3://BUCKET/PREFIX\n"
     "  inspect      a table of the checkpoint's keys, shapes, dtypes, shard counts and coverage\n"
     "  verify       checks every shard's checksums; exits 1 on any failure\n"
     "  consolidate  writes every tensor, whole, into one safetensors file OUT (bounded memory)\n"
     "  reshard      rewrites IN for --world_size ranks into OUT (each tensor chunked on its saved dim, or --shard/--layout)\n"
     "  diff         compares A and B tensor by tensor across layouts; exits 0 if bit-equal, 1 if not\n"
     "  import       a torch.save state dict or Lightning .ckpt into a checkpoint (restricted reader, no code run)\n"
-    "  export       the checkpoint as a file Python's torch.load opens (--lightning: a Lightning .ckpt)";
+    "  export       the checkpoint as a file Python's torch.load opens (--lightning: a Lightning .ckpt)\n"
+    "  uploads      the unfinished S3 multipart uploads under the location (a crashed save's); --abort aborts them";
 
 // --shard, then --layout, into `dims` (import and reshard).
 absl::Status ShardDims(std::map<std::string, int64_t>* dims) {
@@ -134,7 +138,7 @@ int main(int argc, char** argv) {
     return shardlight::tools::ckpt::Diff(args[2], args[3], diff, std::cout, std::cerr);
   }
   if (command == "import" &&
-      shardlight::sharded::checkpoint::dcp::IsDcpCheckpoint(args[2], shardlight::sharded::checkpoint::PosixStorage())) {
+      shardlight::sharded::checkpoint::dcp::IsDcpCheckpoint(args[2], shardlight::sharded::checkpoint::DefaultStorage())) {
     // A PyTorch distributed checkpoint: resharded into shardlight's format.
     if (!absl::GetFlag(FLAGS_prefix).empty() || absl::GetFlag(FLAGS_global_step) ||
         absl::GetFlag(FLAGS_optimizer_states)) {
@@ -164,6 +168,10 @@ int main(int argc, char** argv) {
     exp.prefix = absl::GetFlag(FLAGS_prefix);
     exp.buffer_bytes = options.buffer_bytes;
     return shardlight::tools::ckpt::ExportTorch(args[2], args[3], exp, std::cout, std::cerr);
+  }
+  if (command == "uploads") {
+    if (operands != 1) return UsageError("uploads takes one operand, s3://BUCKET/PREFIX");
+    return shardlight::tools::ckpt::Uploads(args[2], absl::GetFlag(FLAGS_abort), std::cout, std::cerr);
   }
   return UsageError("unknown command '" + command + "'");
 }

@@ -20,6 +20,10 @@ bash "$script" bash -c '
   echo "endpoint $AWS_ENDPOINT_URL" > "$0"
   exit 7' "$probe" || rc=$?
 if [ "$rc" = 3 ]; then
+  if [ "${SHARDLIGHT_REQUIRE_S3_SERVER:-}" = 1 ]; then
+    echo "FAIL: SeaweedFS is not installed and SHARDLIGHT_REQUIRE_S3_SERVER=1 (bash tools/setup.sh installs it)" >&2
+    exit 1
+  fi
   echo "SKIPPED: SeaweedFS is not installed (bash tools/setup.sh installs it)"
   exit 0
 fi

@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "sharded/checkpoint/format/entry_reader.h"
 #include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/checkpoint/storage/storage.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -52,7 +53,7 @@ class ForeignDataFiles {
 class CheckpointReader {
  public:
   // Reads and validates DIR/index.json. NotFound when there is no index.
-  static absl::StatusOr<CheckpointReader> Open(const std::string& dir, Storage& storage = PosixStorage());
+  static absl::StatusOr<CheckpointReader> Open(const std::string& dir, Storage& storage = DefaultStorage());
 
   // A checkpoint in another format: `index` (files and shards, checked by
   // the caller; shards' byte ranges are set by `files` as shards are first

@@ -10,6 +10,7 @@
 #include "sharded/checkpoint/format/block_checksums.h"
 #include "sharded/checkpoint/format/dtype_names.h"
 #include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/no_throw.h"
 #include "sharded/checkpoint/storage/storage.h"
 #include "sharded/checkpoint/format/row_major_tiles.h"
@@ -184,7 +185,7 @@ absl::StatusOr<WrittenFile> WriteAll(File& file, const std::vector<EntryToWrite>
 
 absl::StatusOr<WrittenFile> WriteDataFile(const std::string& path, const std::vector<EntryToWrite>& entries,
                                           const DataFileOptions& options) {
-  Storage& storage = StorageOrPosix(options.storage);
+  Storage& storage = StorageOrDefault(options.storage);
   SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, path));
   // An exception (a failing tensor copy) is an error like any other: the
   // partial file is removed either way.

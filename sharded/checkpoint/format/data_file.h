@@ -75,7 +75,7 @@ struct DataFileOptions {
   int64_t block_bytes = 256 << 10;
   int64_t buffer_bytes = 16 << 20;
   std::map<std::string, std::string> metadata;  // the header's __metadata__
-  Storage* storage = nullptr;  // null: PosixStorage()
+  Storage* storage = nullptr;  // null: DefaultStorage() (storage/default_storage.h: s3:// on S3, else POSIX)
   // Non-null: the entries' bytes come from here; their tensors give only
   // dtype and shape.
   EntryByteSource* source = nullptr;

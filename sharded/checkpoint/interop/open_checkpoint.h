@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "sharded/checkpoint/format/checkpoint_reader.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/checkpoint/storage/storage.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -17,11 +18,11 @@ namespace shardlight::sharded::checkpoint {
 // index is the commit of its own save), then .metadata. NotFound naming both
 // when neither is there; otherwise the errors of CheckpointReader::Open or
 // dcp::OpenDcpCheckpoint.
-absl::StatusOr<CheckpointReader> OpenCheckpointForRead(const std::string& dir, Storage& storage = PosixStorage());
+absl::StatusOr<CheckpointReader> OpenCheckpointForRead(const std::string& dir, Storage& storage = DefaultStorage());
 
 // Whether `dir` holds a checkpoint of either format (an entry named
 // index.json or .metadata is there, readable or not).
-bool HasReadableCheckpoint(const std::string& dir, Storage& storage = PosixStorage());
+bool HasReadableCheckpoint(const std::string& dir, Storage& storage = DefaultStorage());
 
 }  // namespace shardlight::sharded::checkpoint
 

@@ -11,6 +11,7 @@
 #include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/format/names.h"
 #include "sharded/no_throw.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/status_macros.h"
@@ -173,7 +174,7 @@ absl::Status OfflineCheckpointWriter::Commit(OfflineWriteStats* stats) {
   committed_ = true;
   std::vector<std::string> written;  // files to remove if the commit does not happen
   absl::Status s = NoThrow([&] { return CommitUnsafe(stats, &written); });
-  for (const std::string& path : written) RemoveFile(path).IgnoreError();
+  for (const std::string& path : written) DefaultStorage().Remove(path).IgnoreError();
   tensors_.clear();
   values_.clear();
   keys_.clear();
@@ -190,7 +191,7 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
         absl::StrCat("checksum_block_bytes must be in [", kMinBlockBytes, ", ", kMaxBlockBytes, "]"));
   }
   SL_RETURN_IF_ERROR(ValidateRunRecord(options_.run));
-  SL_RETURN_IF_ERROR(MakeDirectories(dir_));
+  SL_RETURN_IF_ERROR(DefaultStorage().MakeDirectories(dir_));
   const std::string generation = NewGeneration();
   CheckpointIndex index;
   index.world_size = world_size_;
@@ -258,26 +259,26 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
   // Step 2: every data file to its final name (still unreferenced), durably.
   for (int rank = 0; rank < world_size_; ++rank) {
     const std::string final_path = JoinPath(dir_, DataFileName(generation, rank));
-    SL_RETURN_IF_ERROR(RenameFile(JoinPath(dir_, TempDataFileName(generation, rank)), final_path));
+    SL_RETURN_IF_ERROR(DefaultStorage().Rename(JoinPath(dir_, TempDataFileName(generation, rank)), final_path));
     (*written)[rank] = final_path;
   }
-  SL_RETURN_IF_ERROR(SyncDirectory(dir_));
+  SL_RETURN_IF_ERROR(DefaultStorage().SyncDirectory(dir_));
 
   // Step 3: the index under its temporary name, fsynced, renamed over
   // index.json (the commit point), and the directory fsynced.
   const std::string text = SerializeIndex(index);
   const std::string temp_index = JoinPath(dir_, TempIndexFileName(generation));
   {
-    SL_ASSIGN_OR_RETURN(auto file, File::CreateNew(temp_index));
+    SL_ASSIGN_OR_RETURN(auto file, File::CreateNew(DefaultStorage(), temp_index));
     written->push_back(temp_index);
     SL_RETURN_IF_ERROR(file.WriteAt(text.data(), static_cast<int64_t>(text.size()), 0));
     SL_RETURN_IF_ERROR(file.Sync());
     SL_RETURN_IF_ERROR(file.Close());
   }
-  SL_RETURN_IF_ERROR(RenameFile(temp_index, JoinPath(dir_, kIndexFileName)));
+  SL_RETURN_IF_ERROR(DefaultStorage().Rename(temp_index, JoinPath(dir_, kIndexFileName)));
   written->clear();  // committed: the files are the checkpoint's now
   // Not SL_RETURN_IF_ERROR: past the commit point the error must say so.
-  const absl::Status s = SyncDirectory(dir_);
+  const absl::Status s = DefaultStorage().SyncDirectory(dir_);
   if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("the new checkpoint is committed (", kIndexFileName,
                                                " was renamed into place) but may not be durable: ", s.message()));
@@ -285,10 +286,10 @@ absl::Status OfflineCheckpointWriter::CommitUnsafe(OfflineWriteStats* stats, std
 
   // Step 4: files of earlier checkpoints and failed saves, now unreferenced.
   if (options_.remove_stale_files) {
-    auto names = ListDirectory(dir_);
+    auto names = DefaultStorage().List(dir_);
     if (names.ok()) {
       for (const std::string& name : *names) {
-        if (IsCheckpointFileName(name) && index.FindFile(name) == nullptr) RemoveFile(JoinPath(dir_, name)).IgnoreError();
+        if (IsCheckpointFileName(name) && index.FindFile(name) == nullptr) DefaultStorage().Remove(JoinPath(dir_, name)).IgnoreError();
       }
     }
   }

@@ -12,6 +12,7 @@
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/format/file_names.h"
 #include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
 
@@ -111,7 +112,7 @@ absl::Status SaveToCheckpointRootWith(const std::string& root, int64_t step, c10
                                       const RootSaveOptions& options,
                                       const std::function<absl::Status(const std::string&)>& save_one) {
   const std::string what = absl::StrCat("checkpoint save of step ", step, " to root '", root, "'");
-  Storage& storage = StorageOrPosix(options.save.storage.get());
+  Storage& storage = StorageOrDefault(options.save.storage.get());
   absl::Status mine;
   if (step < 0) {
     mine = absl::InvalidArgumentError(absl::StrCat("step ", step, " is negative"));
@@ -152,7 +153,7 @@ absl::StatusOr<RootLoadResult> LoadFromCheckpointRoot(const std::string& root, c
   absl::Status mine;
   if (pg.getRank() == 0) {
     mine = NoThrow([&]() -> absl::Status {
-      SL_ASSIGN_OR_RETURN(const RootLoadPlan plan, RootLoadCandidates(root, StorageOrPosix(storage)));
+      SL_ASSIGN_OR_RETURN(const RootLoadPlan plan, RootLoadCandidates(root, StorageOrDefault(storage)));
       wire = plan.broken_latest + "\n";
       for (const RootCandidate& c : plan.candidates) absl::StrAppend(&wire, c.first, " ", c.second, "\n");
       return absl::OkStatus();

@@ -14,6 +14,7 @@
 #include "absl/strings/strip.h"
 #include "sharded/checkpoint/format/file_names.h"
 #include "sharded/checkpoint/format/index.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
@@ -109,7 +110,7 @@ absl::StatusOr<RootListing> ScanCheckpointRoot(const std::string& root, Storage&
 }
 
 bool IsCheckpointRoot(const std::string& root, Storage* storage) {
-  return StorageOrPosix(storage).Exists(JoinPath(root, kLatestFileName));
+  return StorageOrDefault(storage).Exists(JoinPath(root, kLatestFileName));
 }
 
 absl::StatusOr<RootLoadPlan> RootLoadCandidates(const std::string& root, Storage& storage) {
@@ -159,7 +160,7 @@ std::string RootLoadResult::Message() const {
 
 absl::StatusOr<RootLoadResult> ResolveCheckpointRoot(const std::string& root, Storage* storage,
                                                      const std::function<absl::Status(const std::string&)>& check) {
-  SL_ASSIGN_OR_RETURN(const RootLoadPlan plan, RootLoadCandidates(root, StorageOrPosix(storage)));
+  SL_ASSIGN_OR_RETURN(const RootLoadPlan plan, RootLoadCandidates(root, StorageOrDefault(storage)));
   return TryRootCandidates(root, plan, check);
 }
 

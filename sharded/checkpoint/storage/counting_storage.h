@@ -46,6 +46,7 @@ class CountingStorage : public Storage {
   absl::Status Remove(const std::string& path) override { return base_.Remove(path); }
   bool Exists(const std::string& path) override { return base_.Exists(path); }
   absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override { return base_.List(dir); }
+  bool RenameIsCopy(const std::string& path) override { return base_.RenameIsCopy(path); }
 
  private:
   class Counted;

@@ -39,6 +39,7 @@ class FaultInjectingStorage : public Storage {
   absl::Status Rename(const std::string& from, const std::string& to) override;
   absl::Status Remove(const std::string& path) override;
   bool Exists(const std::string& path) override { return base_.Exists(path); }
+  bool RenameIsCopy(const std::string& path) override { return base_.RenameIsCopy(path); }
   absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override;
 
  private:

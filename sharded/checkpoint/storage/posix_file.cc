@@ -249,6 +249,15 @@ absl::StatusOr<std::string> ReadWholeFile(Storage& storage, const std::string& p
   return text;
 }
 
+absl::Status WriteNewFile(Storage& storage, const std::string& path, const std::string& contents) {
+  SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, path));
+  absl::Status s = file.WriteAt(contents.data(), static_cast<int64_t>(contents.size()), 0);
+  if (s.ok()) s = file.Sync();
+  if (s.ok()) s = file.Close();
+  if (!s.ok() && !absl::IsAlreadyExists(s)) storage.Remove(path).IgnoreError();
+  return s;
+}
+
 absl::Status MakeDirectories(const std::string& dir) { return PosixStorage().MakeDirectories(dir); }
 absl::Status SyncDirectory(const std::string& dir) { return PosixStorage().SyncDirectory(dir); }
 absl::Status RenameFile(const std::string& from, const std::string& to) { return PosixStorage().Rename(from, to); }

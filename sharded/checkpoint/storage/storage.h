@@ -63,6 +63,11 @@ class Storage {
   // Plain names in `dir` (files and subdirectories; no "." or ".."),
   // unsorted. Fails for a path that is not a directory.
   virtual absl::StatusOr<std::vector<std::string>> List(const std::string& dir) = 0;
+  // Whether Rename at `path` is a copy of the bytes (an object store, which
+  // has no rename) rather than a change of name. Such a store's CreateNew is
+  // exclusive at the server (S3's If-None-Match: *), so commits there create
+  // their file under its final name instead of renaming a temporary one.
+  virtual bool RenameIsCopy(const std::string& path) { return false; }
 };
 
 // The local file system (open/pread/pwrite/fsync/rename/unlink). A process-wide
@@ -101,6 +106,12 @@ class File {
 };
 
 std::string JoinPath(const std::string& dir, const std::string& name);
+
+// Creates `path` (exclusive: AlreadyExists if it is there, or appears
+// before the close on a store whose CreateNew is exclusive at the server),
+// writes `contents`, syncs and closes it; removes it again if a step after
+// the create fails.
+absl::Status WriteNewFile(Storage& storage, const std::string& path, const std::string& contents);
 
 // The whole file, refusing (before allocating) one larger than `max_bytes`.
 absl::StatusOr<std::string> ReadWholeFile(Storage& storage, const std::string& path, int64_t max_bytes);

@@ -20,6 +20,7 @@
 #include "sharded/checkpoint/interop/dcp/dcp_metadata.h"
 #include "sharded/checkpoint/interop/pytorch/torch_export.h"
 #include "sharded/checkpoint/save_protocol.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
 
@@ -333,7 +334,7 @@ absl::Status RemoveStale(Storage& storage, const std::string& dir, const std::se
 absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& dir, c10d::ProcessGroup& pg,
                                const SaveOptions& options) {
   const int rank = pg.getRank();
-  Storage& storage = StorageOrPosix(options.storage.get());
+  Storage& storage = StorageOrDefault(options.storage.get());
   const std::string what = absl::StrCat("DCP checkpoint save to '", dir, "'");
   const absl::StatusOr<SavePlan> plan = NoThrow([&] { return PlanSave(state_dict, rank, pg.getSize()); });
 
@@ -341,6 +342,7 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
   // and they take rank 0's generation.
   std::vector<Chunk> chunks;
   std::string proposal;
+  bool exclusive = false;  // rank 0: an object store, and no .metadata when the save began
   absl::Status mine = NoThrow([&]() -> absl::Status {
     SL_RETURN_IF_ERROR(plan.status());
     SL_ASSIGN_OR_RETURN(chunks, ChunksOf(state_dict, rank));
@@ -352,6 +354,7 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
             "), which loads would read instead of the DCP one; save the DCP checkpoint to another directory"));
       }
       proposal = NewGeneration();
+      exclusive = storage.RenameIsCopy(dir) && !storage.Exists(JoinPath(dir, kDcpMetadataFileName));
     }
     return absl::OkStatus();
   });
@@ -391,13 +394,22 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
         }
       }
       SL_ASSIGN_OR_RETURN(const std::string pickle, MetadataPickle(keys, by_key));
-      const std::string temp = JoinPath(dir, kTempMetadata);
-      SL_RETURN_IF_ERROR(storage.Remove(temp));  // a leftover of an earlier crash
-      SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, temp));
-      SL_RETURN_IF_ERROR(file.WriteAt(pickle.data(), static_cast<int64_t>(pickle.size()), 0));
-      SL_RETURN_IF_ERROR(file.Sync());
-      SL_RETURN_IF_ERROR(file.Close());
-      SL_RETURN_IF_ERROR(storage.Rename(temp, JoinPath(dir, kDcpMetadataFileName)));
+      const std::string metadata = JoinPath(dir, kDcpMetadataFileName);
+      if (exclusive) {
+        // An object store, no .metadata when the save began: it is created exclusively
+        // (S3: If-None-Match: *); a save that committed first wins.
+        const absl::Status put = WriteNewFile(storage, metadata, pickle);
+        if (absl::IsAlreadyExists(put)) {
+          return absl::AlreadyExistsError(absl::StrCat("another save committed '", dir,
+                                                       "' first: this save did not commit (", put.message(), ")"));
+        }
+        SL_RETURN_IF_ERROR(put);
+      } else {
+        const std::string temp = JoinPath(dir, kTempMetadata);
+        SL_RETURN_IF_ERROR(storage.Remove(temp));  // a leftover of an earlier crash
+        SL_RETURN_IF_ERROR(WriteNewFile(storage, temp, pickle));
+        SL_RETURN_IF_ERROR(storage.Rename(temp, metadata));
+      }
       absl::Status durable = storage.SyncDirectory(dir);
       if (!durable.ok()) {
         return absl::Status(durable.code(), absl::StrCat("the DCP checkpoint is committed but may not be durable: ",
@@ -406,7 +418,10 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
       return RemoveStale(storage, dir, files, options.on_removed);
     });
   }
-  return Agree(pg, mine, what);
+  // A save that lost the race for an object store's .metadata removes its own data file.
+  const absl::Status done = Agree(pg, mine, what);
+  if (absl::IsAlreadyExists(done) && storage.RenameIsCopy(dir)) storage.Remove(JoinPath(dir, file_name)).IgnoreError();
+  return done;
 }
 
 }  // namespace shardlight::sharded::checkpoint::dcp

@@ -32,7 +32,7 @@
 
 namespace shardlight::sharded::checkpoint::dcp {
 
-// Collective. Uses options.storage (null: POSIX) and options.on_removed;
+// Collective. Uses options.storage (null: DefaultStorage(), s3:// on S3) and options.on_removed;
 // the other SaveOptions are shardlight's format's own.
 absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& dir, c10d::ProcessGroup& pg,
                                const SaveOptions& options = {});

@@ -24,15 +24,13 @@
 //   List, Exists, Remove  ListObjectsV2 with delimiter "/", HEAD, DELETE;
 //                Remove refuses a directory that still holds entries.
 //
-// So the POSIX commit protocol runs unchanged on S3: each rank's data file is
-// uploaded under a temporary name with If-None-Match and copied to its final
-// name; rank 0 uploads the index under a temporary name, then CopyObject
-// puts it over index.json -- the commit point, atomic on S3 as rename is on
-// POSIX, and last: before it, loads see the previous checkpoint; after it,
-// the new one. A checkpoint root's `latest` is replaced the same way. What
-// this costs (a server-side copy of every data file) and the shorter commit
-// the issue asks for (data objects under names unique to the save, the index
-// PUT last with If-None-Match) are the next step, in the save protocol.
+// The save protocol asks RenameIsCopy() (true here) and then avoids the
+// copies: each rank's data file is uploaded under its final name, unique to
+// the save, and rank 0 creates index.json with If-None-Match: * -- the
+// commit point, one request, which a racing save cannot overwrite. Only a
+// save into a location that already holds an index replaces it by
+// CopyObject (atomic for readers). A checkpoint root's `latest` is replaced
+// that way too.
 //
 // Errors are the S3 client's (s3_client.h), prefixed with what the seam was
 // doing and the s3:// path; a missing object is NotFound as ENOENT is.
@@ -81,6 +79,7 @@ class S3Storage : public Storage {
   absl::Status Remove(const std::string& path) override;
   bool Exists(const std::string& path) override;
   absl::StatusOr<std::vector<std::string>> List(const std::string& dir) override;
+  bool RenameIsCopy(const std::string&) override { return true; }
 
   S3Client& client() { return *client_; }
 

@@ -133,7 +133,10 @@ absl::Status SeaweedFsServer::Launch() {
   ports_ = *ports;
   sockets_before_ = TmpSockets();
   endpoint_ = absl::StrCat("http://127.0.0.1:", ports_[kS3PortIndex]);
+  return Spawn();
+}
 
+absl::Status SeaweedFsServer::Spawn() {
   std::vector<std::string> args = {
       WeedBinary(),
       absl::StrCat("-logdir=", dir_, "/log"),  // a global flag: before the command
@@ -208,6 +211,36 @@ absl::Status SeaweedFsServer::WaitReady() {
 
 SeaweedFsServer::~SeaweedFsServer() { (void)Stop(); }
 
+void SeaweedFsServer::RemoveOurSockets() {
+  for (const std::string& s : TmpSockets()) {
+    if (std::find(sockets_before_.begin(), sockets_before_.end(), s) != sockets_before_.end()) continue;
+    for (int port : ports_) {
+      if (absl::EndsWith(s, absl::StrCat("-", port, ".sock"))) std::remove(s.c_str());
+    }
+  }
+}
+
+absl::Status SeaweedFsServer::Crash() {
+  if (pid_ <= 0) return absl::FailedPreconditionError("weed mini is not running");
+  kill(pid_, SIGKILL);
+  if (waitpid(pid_, nullptr, 0) != pid_) {
+    return absl::InternalError(absl::StrCat("waiting for weed mini (pid ", pid_, ") after KILL: ", std::strerror(errno)));
+  }
+  pid_ = -1;
+  return absl::OkStatus();
+}
+
+absl::Status SeaweedFsServer::Restart() {
+  if (pid_ > 0) return absl::FailedPreconditionError("weed mini is still running");
+  if (dir_.empty()) return absl::FailedPreconditionError("the server was stopped: its data is gone");
+  // The unix sockets the killed process left would stop the new one binding.
+  RemoveOurSockets();
+  std::remove((dir_ + "/filer.sock").c_str());
+  std::remove((dir_ + "/s3.sock").c_str());
+  const absl::Status spawned = Spawn();
+  return spawned.ok() ? WaitReady() : spawned;
+}
+
 absl::Status SeaweedFsServer::Stop() {
   absl::Status status;
   if (pid_ > 0) {
@@ -232,12 +265,7 @@ absl::Status SeaweedFsServer::Stop() {
     pid_ = -1;
   }
   // Its grpc sockets are named by port in /tmp; remove only ours, new ones.
-  for (const std::string& s : TmpSockets()) {
-    if (std::find(sockets_before_.begin(), sockets_before_.end(), s) != sockets_before_.end()) continue;
-    for (int port : ports_) {
-      if (absl::EndsWith(s, absl::StrCat("-", port, ".sock"))) std::remove(s.c_str());
-    }
-  }
+  RemoveOurSockets();
   if (!dir_.empty()) {
     std::error_code ignored;
     std::filesystem::remove_all(dir_, ignored);

@@ -53,6 +53,12 @@ class SeaweedFsServer {
   // process is gone, however it went.
   absl::Status Stop();
 
+  // KILLs the process, as a crash: its folder and ports stay, for Restart.
+  absl::Status Crash();
+  // Starts weed again on the same folder, data and ports, after Crash, and
+  // waits until it is ready: what was durable before the crash is there.
+  absl::Status Restart();
+
   // An S3Config for this server: its credentials, its endpoint.
   S3Config config() const;
   const std::string& endpoint() const { return endpoint_; }
@@ -63,6 +69,9 @@ class SeaweedFsServer {
  private:
   SeaweedFsServer() = default;
   absl::Status Launch();
+  absl::Status Spawn();
+  // The /tmp/seaweedfs-*-<port>.sock files of our ports that were not there before.
+  void RemoveOurSockets();
   absl::Status WaitReady();
 
   SeaweedFsOptions options_;

@@ -1,7 +1,8 @@
 // A gtest fixture over SeaweedFsServer: one server for the whole suite
 // (started in SetUpTestSuite, stopped in TearDownTestSuite, both timed on
 // stderr), a client and a fresh bucket named after each test. Every test
-// skips, naming why, when SeaweedFS is not installed.
+// skips, naming why, when SeaweedFS is not installed -- or fails, when
+// SHARDLIGHT_REQUIRE_S3_SERVER=1 (CI sets it).
 #ifndef SHARDLIGHT_SHARDED_CHECKPOINT_STORAGE_S3_TESTING_SEAWEEDFS_TEST_H_
 #define SHARDLIGHT_SHARDED_CHECKPOINT_STORAGE_S3_TESTING_SEAWEEDFS_TEST_H_
 
@@ -19,6 +20,11 @@ class SeaweedFsTest : public ::testing::Test {
   static void SetUpTestSuite();
   static void TearDownTestSuite();
   void SetUp() override;
+
+  // Sets AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and
+  // AWS_ENDPOINT_URL for this server (and unsets AWS_SESSION_TOKEN), so that
+  // s3:// locations given without a Storage reach it (default_storage.h).
+  static void ExportAwsEnvironment();
 
   // Deterministic bytes that differ by seed.
   static std::string Bytes(size_t n, int seed);
