@@ -17,16 +17,23 @@ lightning_version=2.6.6  # pytorch-lightning: the real peer of tests/interop/lig
 lightning_deps=(lightning-utilities==0.15.3 torchmetrics==1.9.0 packaging==26.4 PyYAML==6.0.4 tqdm==4.70.1
   aiohttp==3.14.5 aiohappyeyeballs==2.7.1 aiosignal==1.4.0 attrs==26.1.0 frozenlist==1.8.0 idna==3.20
   multidict==7.2.1 propcache==0.5.4 yarl==1.25.1)
+# tensorboard: the real reader of the event files shardlight writes
+# (//lightning/loggers:tensorboard_read_test); its dependencies as pip resolved
+# them next to torch $torch_version (2026-12).
+tensorboard_version=2.21.0
+tensorboard_deps=(absl-py==2.5.1 grpcio==1.85.3 markdown==3.11.3 pillow==13.0.0 protobuf==7.36.2
+  tensorboard-data-server==0.7.2 werkzeug==3.1.9)
 venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
 python=/usr/bin/python3  # Debian's: python3-venv is in tools/setup.sh's list
 
 check() {
   [ -x "$venv/bin/python" ] && [ -x "$venv/bin/torchrun" ] && [ -e "$venv/libtorch/include/ATen/ATen.h" ] &&
-    "$venv/bin/python" - "$torch_version" "$numpy_version" "$lightning_version" <<'PY' 2>/dev/null
-import sys, numpy, torch, torch.distributed as dist, pytorch_lightning
+    "$venv/bin/python" - "$torch_version" "$numpy_version" "$lightning_version" "$tensorboard_version" <<'PY' 2>/dev/null
+import sys, numpy, torch, torch.distributed as dist, pytorch_lightning, tensorboard
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
 assert numpy.__version__ == sys.argv[2], numpy.__version__
 assert pytorch_lightning.__version__ == sys.argv[3], pytorch_lightning.__version__
+assert tensorboard.__version__ == sys.argv[4], tensorboard.__version__
 assert dist.is_available() and dist.is_gloo_available()
 PY
 }
@@ -40,7 +47,7 @@ echo "setup: installing torch==$torch_version and pytorch-lightning==$lightning_
 mkdir -p "$(dirname "$venv")"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version" "numpy==$numpy_version" \
-  "pytorch-lightning==$lightning_version" "${lightning_deps[@]}"
+  "pytorch-lightning==$lightning_version" "${lightning_deps[@]}" "tensorboard==$tensorboard_version" "${tensorboard_deps[@]}"
 site=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ln -sfn "$site" "$venv/libtorch"
 check || { echo "setup: torch $torch_version in $venv does not import with Gloo (or pytorch-lightning $lightning_version does not import)" >&2; exit 1; }
