@@ -1,5 +1,5 @@
 """Reads shardlight's TensorBoard event file with the real tensorboard
-package's EventAccumulator (pinned in the torch 2.x venv) and checks that
+package's EventAccumulator (run by //lightning/metrics:torch2_peer_test.sh) (pinned in the torch 2.x venv) and checks that
 every scalar of every step equals the CSV logger's value of the same run
 (as float32: TensorBoard's simple_value). Usage: tensorboard_read.py DIR"""
 import csv
