@@ -6,6 +6,8 @@ PUBLIC_LABELS = [
     "//lightning:lightning_module",
     "//lightning:trainer",
     "//lightning/cluster:distributed",
+    "//lightning/data:distributed_sampler",
+    "//lightning/loggers",
     "//lightning/metrics",
     "//lightning/metrics:metrics_callback",
     "//lightning/strategies:ddp",

@@ -24,18 +24,25 @@ boto3_version=1.43.117
 s3fs_version=2026.9.0
 s3_deps=("boto3==$boto3_version" "s3fs==$s3fs_version" botocore==1.43.117 aiobotocore==3.10.0 s3transfer==0.19.3
   jmespath==1.1.0 python-dateutil==2.9.0.post0 six==1.17.0 urllib3==2.8.0 wrapt==2.5.2)
+# tensorboard: the real reader of the event files shardlight writes
+# (//lightning/loggers:tensorboard_read_test); its dependencies as pip resolved
+# them next to torch $torch_version (2026-12).
+tensorboard_version=2.21.0
+tensorboard_deps=(absl-py==2.5.1 grpcio==1.85.3 markdown==3.11.3 pillow==13.0.0 protobuf==7.36.2
+  tensorboard-data-server==0.7.2 werkzeug==3.1.9)
 venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
 python=/usr/bin/python3  # Debian's: python3-venv is in tools/setup.sh's list
 
 check() {
   [ -x "$venv/bin/python" ] && [ -x "$venv/bin/torchrun" ] && [ -e "$venv/libtorch/include/ATen/ATen.h" ] &&
-    "$venv/bin/python" - "$torch_version" "$numpy_version" "$lightning_version" "$boto3_version" "$s3fs_version" <<'PY' 2>/dev/null
-import sys, numpy, torch, torch.distributed as dist, pytorch_lightning, boto3, s3fs
+    "$venv/bin/python" - "$torch_version" "$numpy_version" "$lightning_version" "$boto3_version" "$s3fs_version" "$tensorboard_version" <<'PY' 2>/dev/null
+import sys, numpy, torch, torch.distributed as dist, pytorch_lightning, boto3, s3fs, tensorboard
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
 assert numpy.__version__ == sys.argv[2], numpy.__version__
 assert pytorch_lightning.__version__ == sys.argv[3], pytorch_lightning.__version__
 assert boto3.__version__ == sys.argv[4], boto3.__version__
 assert s3fs.__version__ == sys.argv[5], s3fs.__version__
+assert tensorboard.__version__ == sys.argv[6], tensorboard.__version__
 assert dist.is_available() and dist.is_gloo_available()
 PY
 }
@@ -49,7 +56,7 @@ echo "setup: installing torch==$torch_version and pytorch-lightning==$lightning_
 mkdir -p "$(dirname "$venv")"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version" "numpy==$numpy_version" \
-  "pytorch-lightning==$lightning_version" "${lightning_deps[@]}" "${s3_deps[@]}"
+  "pytorch-lightning==$lightning_version" "${lightning_deps[@]}" "${s3_deps[@]}" "tensorboard==$tensorboard_version" "${tensorboard_deps[@]}"
 site=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ln -sfn "$site" "$venv/libtorch"
 check || { echo "setup: torch $torch_version in $venv does not import with Gloo (or pytorch-lightning $lightning_version does not import)" >&2; exit 1; }

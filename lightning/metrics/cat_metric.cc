@@ -5,7 +5,11 @@
 
 namespace shardlight::lightning::metrics {
 
-CatMetric::CatMetric() : Metric("CatMetric") { AddState("values", {}, at::kDouble, Reduction::kCat); }
+CatMetric::CatMetric(NanStrategy nan_strategy) : Metric("CatMetric"), nan_strategy_(nan_strategy) {
+  AddState("values", {}, at::kDouble, Reduction::kCat);
+}
+
+std::string CatMetric::Describe() const { return absl::StrCat("nan_strategy=", nan_strategy_.Name()); }
 
 absl::Status CatMetric::Update(const at::Tensor& values) {
   SL_RETURN_IF_ERROR(CheckUsable());
@@ -13,7 +17,11 @@ absl::Status CatMetric::Update(const at::Tensor& values) {
     return Reject(absl::InvalidArgumentError(absl::StrCat(
         "values must be floating, got ", values.defined() ? c10::toString(values.scalar_type()) : "undefined")));
   }
-  Append("values", values.reshape({-1}));
+  const at::Tensor flat = values.reshape({-1}).to(at::kDouble);
+  absl::StatusOr<std::pair<at::Tensor, at::Tensor>> kept =
+      nan_strategy_.Apply(flat, at::ones_like(flat), name(), &warned_);
+  if (!kept.ok()) return Reject(kept.status());
+  Append("values", kept->first);
   return absl::OkStatus();
 }
 

@@ -1,12 +1,21 @@
 #include "lightning/metrics/mean_metric.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::lightning::metrics {
 
-MeanMetric::MeanMetric() : Metric("MeanMetric") { AddState("mean", {}, at::kDouble, Reduction::kMean); }
+MeanMetric::MeanMetric(NanStrategy nan_strategy) : MeanMetric("MeanMetric", nan_strategy) {}
+
+MeanMetric::MeanMetric(std::string name, NanStrategy nan_strategy)
+    : Metric(std::move(name)), nan_strategy_(nan_strategy) {
+  AddState("mean", {}, at::kDouble, Reduction::kMean);
+}
+
+std::string MeanMetric::Describe() const { return absl::StrCat("nan_strategy=", nan_strategy_.Name()); }
 
 absl::Status MeanMetric::Update(const at::Tensor& values, const at::Tensor& weights) {
   SL_RETURN_IF_ERROR(CheckUsable());
@@ -20,16 +29,21 @@ absl::Status MeanMetric::Update(const at::Tensor& values, const at::Tensor& weig
                                                           "] but values have [", absl::StrJoin(values.sizes(), ", "),
                                                           "]")));
   }
-  w = w.to(at::kDouble);
-  if (w.numel() > 0 && w.min().item<double>() < 0) return Reject(absl::InvalidArgumentError("negative weight"));
   at::NoGradGuard no_grad;
-  AddToMean("mean", (values.to(at::kDouble) * w).sum(), w.sum());
+  absl::StatusOr<std::pair<at::Tensor, at::Tensor>> kept =
+      nan_strategy_.Apply(values.to(at::kDouble), w.to(at::kDouble), name(), &warned_);
+  if (!kept.ok()) return Reject(kept.status());
+  const auto& [v, kept_w] = *kept;
+  if (kept_w.numel() > 0 && kept_w.min().item<double>() < 0) {
+    return Reject(absl::InvalidArgumentError("negative weight"));
+  }
+  AddToMean("mean", (v * kept_w).sum(), kept_w.sum());
   return absl::OkStatus();
 }
 
 absl::StatusOr<sharded::StateValue> MeanMetric::ComputeValue() {
   if (MeanWeight("mean").item<double>() == 0) {
-    return absl::FailedPreconditionError("metric 'MeanMetric': no rank has seen a value");
+    return absl::FailedPreconditionError(absl::StrCat("metric '", name(), "': no rank has seen a value"));
   }
   return sharded::StateValue(Global("mean"));
 }

@@ -305,7 +305,7 @@ TEST(MetricTest, StateDictCarriesMetricsIntoAFreshModule) {
     SL_RETURN_IF_ERROR(first.Update(data, begin, mid));
     SL_ASSIGN_OR_RETURN(StateDict dict, StateDictOf(first));
     if (!dict.Contains("confmat.matrix") || !IsSharded(*dict.Find("confmat.matrix")) ||
-        !dict.Contains("cat.values.rows") || !dict.Contains("mean.mean.weight") || !dict.Contains("top3.correct")) {
+        !dict.Contains("cat.values.rows") || !dict.Contains("mean.mean.weight") || !dict.Contains("top3.tp")) {
       return absl::InternalError("state dict lacks metric keys");
     }
     Metrics second(kClasses);
