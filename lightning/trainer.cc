@@ -14,7 +14,6 @@
 #include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "lightning/strategies/ddp_strategy.h"
-#include "lightning/strategies/gradient_clipping.h"
 #include "lightning/strategies/gradient_reduction.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/async/async_checkpointer.h"
@@ -171,7 +170,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       options_.strategy != nullptr ? options_.strategy : std::make_shared<DdpStrategy>();
   std::unique_ptr<StrategyRun> parallel;
   absl::Status configured = sharded::NoThrow([&]() -> absl::Status {
-    const ShardedContext context{pg, state.rank, state.world_size, options_.seed};
+    const ShardedContext context{pg, state.rank, state.world_size, options_.seed, strategy->mesh()};
     if (configure) SL_RETURN_IF_ERROR(module.ConfigureShardedModel(context));
     // Before the optimizer: it is built over what the strategy laid out.
     SL_ASSIGN_OR_RETURN(parallel, strategy->Setup(module, context));
@@ -281,9 +280,9 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     const absl::Status local = LocalStep(module, data, {s, state.rank, state.world_size, pg}, &loss);
     SL_RETURN_IF_ERROR(parallel->ReduceGradients(trainables, local, absl::StrCat("training step ", s)));
     if (options_.gradient_clip_norm > 0) {
-      SL_RETURN_IF_ERROR(ClipGradientNorm(trainables, parallel->loss_group(), options_.gradient_clip_norm,
-                                          absl::StrCat("gradient clipping at step ", s))
-                             .status());
+      SL_RETURN_IF_ERROR(
+          parallel->ClipGradients(trainables, options_.gradient_clip_norm, absl::StrCat("gradient clipping at step ", s))
+              .status());
     }
     // Step 2: the optimizer; agreed in the loss allreduce.
     const absl::Status stepped = sharded::NoThrow([&] {
@@ -310,7 +309,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       SL_RETURN_IF_ERROR(save(done));
     }
   }
-  if (checkpoints && state.start_step < state.max_steps) SL_RETURN_IF_ERROR(save(state.max_steps));
+  if (checkpoints && options_.save_last && state.start_step < state.max_steps) SL_RETURN_IF_ERROR(save(state.max_steps));
   SL_RETURN_IF_ERROR(committed());  // Fit returns once the last save is committed
   result.end_step = std::max(state.start_step, state.max_steps);
   return result;

@@ -130,6 +130,10 @@ struct TrainerOptions {
   uint64_t seed = 0;       // passed to ConfigureShardedModel
   std::string checkpoint_dir;    // empty: no checkpoints, no resume
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: only at the end
+  // false: no save after the last step (only every checkpoint_every steps);
+  // for a caller that saves at steps of its own choosing in a callback and
+  // uses checkpoint_dir for the resume.
+  bool save_last = true;
   int keep_last = 0;             // > 0: checkpoint_dir is a root keeping this many steps (see above)
   bool resume = true;            // load checkpoint_dir's checkpoint if it has one
   int64_t log_every = 0;         // > 0: a ProgressCallback on std::cout every this many steps
