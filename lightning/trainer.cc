@@ -413,13 +413,16 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
               << optimizer_state.size() << " keys (e.g. '" << skipped.front()
               << "'): skipped, the optimizer starts fresh\n";
   }
+  // The step as an int64 [1] tensor "trainer.step" (what this Trainer saves) loads like the state.
+  const bool step_tensor = lines[0] == "-" && keys.count("trainer.step") > 0;
+  if (step_tensor) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
   if (lines[0] != "-") {
     int64_t saved_step = 0;
     if (!absl::SimpleAtoi(lines[0], &saved_step) || saved_step < 0) {
       return absl::InvalidArgumentError(absl::StrCat("the PyTorch DCP checkpoint in '", dir, "' has step ", lines[0]));
     }
     step.fill_(saved_step);
-  } else if (pg.getRank() == 0) {
+  } else if (!step_tensor && pg.getRank() == 0) {
     std::cout << "resume: the PyTorch DCP checkpoint in " << dir
               << " has no step (an int \"step\", \"trainer.step\" or \"global_step\"): training starts at step 0\n";
   }

@@ -40,7 +40,8 @@
 // parallel, torchtitan, or SaveDcpCheckpoint) resumes from it: the module's
 // entries under "model." (every one must be there: FailedPrecondition naming
 // one that is not), the step from an int entry "trainer.step", "step" or
-// "global_step" (none: step 0, said on rank 0), the optimizer's state only
+// "global_step", or an int64 [1] tensor "trainer.step" (none: step 0, said
+// on rank 0), the optimizer's state only
 // where the checkpoint holds every one of its keys ("optimizer.", as this
 // Trainer saves them; otherwise skipped and said on rank 0). The next save
 // writes shardlight's format there, which later resumes read first; the DCP
