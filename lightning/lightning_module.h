@@ -33,6 +33,10 @@ struct ShardedContext {
   int rank = 0;
   int world_size = 1;
   uint64_t seed = 0;
+  // The device mesh of this rank under a strategy that lays the module out
+  // on one (ModelParallelStrategy: data parallel x tensor parallel), from
+  // which the module builds its tensor-parallel layers; null otherwise.
+  sharded::mesh::MeshPtr mesh;
 };
 
 // One training batch: the tensors a DataSource produced for a step.

@@ -14,7 +14,6 @@
 #include "lightning/metrics/metric.h"
 #include "lightning/state_dict_hooks.h"
 #include "lightning/strategies/ddp_strategy.h"
-#include "lightning/strategies/gradient_clipping.h"
 #include "lightning/strategies/gradient_reduction.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/async/async_checkpointer.h"
@@ -172,7 +171,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       options_.strategy != nullptr ? options_.strategy : std::make_shared<DdpStrategy>();
   std::unique_ptr<StrategyRun> parallel;
   absl::Status configured = sharded::NoThrow([&]() -> absl::Status {
-    const ShardedContext context{pg, state.rank, state.world_size, options_.seed};
+    const ShardedContext context{pg, state.rank, state.world_size, options_.seed, strategy->mesh()};
     if (configure) SL_RETURN_IF_ERROR(module.ConfigureShardedModel(context));
     // Before the optimizer: it is built over what the strategy laid out.
     SL_ASSIGN_OR_RETURN(parallel, strategy->Setup(module, context));
@@ -282,9 +281,9 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     const absl::Status local = LocalStep(module, data, {s, state.rank, state.world_size, pg}, &loss);
     SL_RETURN_IF_ERROR(parallel->ReduceGradients(trainables, local, absl::StrCat("training step ", s)));
     if (options_.gradient_clip_norm > 0) {
-      SL_RETURN_IF_ERROR(ClipGradientNorm(trainables, parallel->loss_group(), options_.gradient_clip_norm,
-                                          absl::StrCat("gradient clipping at step ", s))
-                             .status());
+      SL_RETURN_IF_ERROR(
+          parallel->ClipGradients(trainables, options_.gradient_clip_norm, absl::StrCat("gradient clipping at step ", s))
+              .status());
     }
     // Step 2: the optimizer; agreed in the loss allreduce.
     const absl::Status stepped = sharded::NoThrow([&] {
@@ -311,7 +310,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
       SL_RETURN_IF_ERROR(save(done));
     }
   }
-  if (checkpoints && state.start_step < state.max_steps) SL_RETURN_IF_ERROR(save(state.max_steps));
+  if (checkpoints && options_.save_last && state.start_step < state.max_steps) SL_RETURN_IF_ERROR(save(state.max_steps));
   SL_RETURN_IF_ERROR(committed());  // Fit returns once the last save is committed
   result.end_step = std::max(state.start_step, state.max_steps);
   return result;
@@ -415,13 +414,16 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
               << optimizer_state.size() << " keys (e.g. '" << skipped.front()
               << "'): skipped, the optimizer starts fresh\n";
   }
+  // The step as an int64 [1] tensor "trainer.step" (what this Trainer saves) loads like the state.
+  const bool step_tensor = lines[0] == "-" && keys.count("trainer.step") > 0;
+  if (step_tensor) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
   if (lines[0] != "-") {
     int64_t saved_step = 0;
     if (!absl::SimpleAtoi(lines[0], &saved_step) || saved_step < 0) {
       return absl::InvalidArgumentError(absl::StrCat("the PyTorch DCP checkpoint in '", dir, "' has step ", lines[0]));
     }
     step.fill_(saved_step);
-  } else if (pg.getRank() == 0) {
+  } else if (!step_tensor && pg.getRank() == 0) {
     std::cout << "resume: the PyTorch DCP checkpoint in " << dir
               << " has no step (an int \"step\", \"trainer.step\" or \"global_step\"): training starts at step 0\n";
   }

@@ -40,7 +40,8 @@
 // parallel, torchtitan, or SaveDcpCheckpoint) resumes from it: the module's
 // entries under "model." (every one must be there: FailedPrecondition naming
 // one that is not), the step from an int entry "trainer.step", "step" or
-// "global_step" (none: step 0, said on rank 0), the optimizer's state only
+// "global_step", or an int64 [1] tensor "trainer.step" (none: step 0, said
+// on rank 0), the optimizer's state only
 // where the checkpoint holds every one of its keys ("optimizer.", as this
 // Trainer saves them; otherwise skipped and said on rank 0). The next save
 // writes shardlight's format there, which later resumes read first; the DCP
@@ -130,6 +131,10 @@ struct TrainerOptions {
   uint64_t seed = 0;       // passed to ConfigureShardedModel
   std::string checkpoint_dir;    // empty: no checkpoints, no resume
   int64_t checkpoint_every = 0;  // steps between checkpoints; 0: only at the end
+  // false: no save after the last step (only every checkpoint_every steps);
+  // for a caller that saves at steps of its own choosing in a callback and
+  // uses checkpoint_dir for the resume.
+  bool save_last = true;
   int keep_last = 0;             // > 0: checkpoint_dir is a root keeping this many steps (see above)
   bool resume = true;            // load checkpoint_dir's checkpoint if it has one
   int64_t log_every = 0;         // > 0: a ProgressCallback on std::cout every this many steps

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "lightning/tp/vocab_parallel_cross_entropy.h"
 #include "sharded/agreement.h"
+#include "sharded/sharding_spec.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::simulate {
@@ -50,10 +51,21 @@ absl::Status CheckGptOptions(const GptOptions& o, int64_t tp_size) {
   return absl::OkStatus();
 }
 
-GptModel::GptModel(GptOptions options, tp::TpMesh tp) : LightningModule("GptModel"), options_(options), tp_(std::move(tp)) {}
+GptModel::GptModel(GptOptions options, tp::AdamWOptions adam)
+    : LightningModule("GptModel"), options_(options), adam_(adam) {}
 
 absl::Status GptModel::ConfigureShardedModel(const lightning::ShardedContext& ctx) {
-  SL_RETURN_IF_ERROR(sharded::Agree(*tp_.mesh->world(), CheckGptOptions(options_, tp_.tp_size()), "GPT model setup"));
+  absl::Status setup = absl::OkStatus();
+  if (ctx.mesh == nullptr || ctx.mesh->ndim() != 2) {
+    setup = absl::InvalidArgumentError(
+        "GptModel is laid out on a 2-d device mesh (data parallel x tensor parallel): train it with "
+        "ModelParallelStrategy");
+  } else {
+    absl::StatusOr<tp::TpMesh> tpm = tp::TpMesh::Of(ctx.mesh, 1);
+    setup = tpm.ok() ? CheckGptOptions(options_, tpm->tp_size()) : tpm.status();
+    if (tpm.ok()) tp_ = *std::move(tpm);
+  }
+  SL_RETURN_IF_ERROR(sharded::Agree(*ctx.pg, setup, "GPT model setup"));
   const GptOptions& o = options_;
   uint64_t seed = ctx.seed * 1000;
   const double proj_std = o.init_std / std::sqrt(2.0 * static_cast<double>(o.layers));
@@ -96,6 +108,25 @@ absl::Status GptModel::ConfigureShardedModel(const lightning::ShardedContext& ct
     for (auto& [key, m] : lightning::MeshMembers(*this, "")) m->local().set_data(m->local().to(o.dtype));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<at::Tensor> GptModel::TrainingStep(const lightning::Batch& batch, const lightning::StepContext&) {
+  if (batch.size() != 2 || batch[0].dim() != 2 || !batch[0].sizes().equals(batch[1].sizes()) ||
+      batch[0].size(1) > options_.context) {
+    return absl::InvalidArgumentError(absl::StrCat("GptModel::TrainingStep wants (ids, targets) of one [B, T] shape "
+                                                   "with T <= ", options_.context, "; got ", batch.size(), " tensors"));
+  }
+  const int64_t samples = batch[0].size(0), tokens = batch[0].numel();
+  const auto [first, count] = sharded::ChunkRanges(samples, tp_.mesh->size(0))[tp_.mesh->coords()[0]];
+  return TokenLosses(batch[0].narrow(0, first, count), batch[1].narrow(0, first, count)).sum() /
+         static_cast<double>(tokens);
+}
+
+absl::StatusOr<std::unique_ptr<lightning::Optimizer>> GptModel::ConfigureOptimizers() {
+  SL_ASSIGN_OR_RETURN(std::unique_ptr<tp::MeshAdamWOptimizer> adam,
+                      tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this), adam_));
+  optimizer_ = adam.get();
+  return std::unique_ptr<lightning::Optimizer>(std::move(adam));
 }
 
 at::Tensor GptModel::TokenLosses(const at::Tensor& ids, const at::Tensor& targets) {

@@ -13,6 +13,16 @@
 // "block<i>.attn.{q,k,v,proj}.{weight,bias}", "block<i>.mlp.{fc,proj}.
 // {weight,bias}", "ln_f.{weight,bias}", "head.weight". Initial values are
 // functions of the seed and global index (the same model on any mesh).
+//
+// A LightningModule trained by lightning::Trainer with ModelParallelStrategy
+// (lightning/strategies/model_parallel_strategy.h): ConfigureShardedModel
+// builds the layers on the mesh the strategy hands it (dim 0 data parallel,
+// dim 1 tensor parallel); TrainingStep takes a global batch (ids, targets
+// [B, T] int64), computes this rank's DP share (torch.chunk of the B samples
+// by the DP coordinate) and returns its part of the mean token
+// cross-entropy of the global batch (sum over its tokens / (B * T)), the same
+// on every TP rank; ConfigureOptimizers is AdamW over the mesh members
+// (tp::MeshAdamWOptimizer with the AdamWOptions given).
 #ifndef SHARDLIGHT_SIMULATE_GPT_MODEL_H_
 #define SHARDLIGHT_SIMULATE_GPT_MODEL_H_
 
@@ -26,6 +36,7 @@
 #include "absl/status/statusor.h"
 #include "lightning/lightning_module.h"
 #include "lightning/tp/layer_norm.h"
+#include "lightning/tp/mesh_optimizer.h"
 #include "lightning/tp/parallel_linear.h"
 #include "lightning/tp/tp_mesh.h"
 #include "lightning/tp/vocab_parallel_embedding.h"
@@ -54,12 +65,20 @@ absl::Status CheckGptOptions(const GptOptions& options, int64_t tp_size);
 
 class GptModel : public lightning::LightningModule {
  public:
-  GptModel(GptOptions options, lightning::tp::TpMesh tp);
+  explicit GptModel(GptOptions options, lightning::tp::AdamWOptions adam = {});
 
-  // Collective over the mesh's world: CheckGptOptions agreed on every rank
-  // (one rank's error is every rank's), then the layers on the mesh,
-  // initialised from ctx.seed.
+  // Collective over ctx.pg: CheckGptOptions (and that ctx.mesh is a 2-d
+  // mesh: train it with ModelParallelStrategy) agreed on every rank (one
+  // rank's error is every rank's), then the layers on the mesh, initialised
+  // from ctx.seed.
   absl::Status ConfigureShardedModel(const lightning::ShardedContext& ctx) override;
+  // Collective over the TP group (see above). InvalidArgument for a batch
+  // that is not (ids, targets) of the same [B, T] shape with T <= context.
+  absl::StatusOr<at::Tensor> TrainingStep(const lightning::Batch& batch, const lightning::StepContext& ctx) override;
+  absl::StatusOr<std::unique_ptr<lightning::Optimizer>> ConfigureOptimizers() override;
+  // The optimizer the last ConfigureOptimizers made (null before): its state
+  // is what a checkpoint of this model's training holds besides the model.
+  lightning::tp::MeshAdamWOptimizer* optimizer() const { return optimizer_; }
 
   // ids, targets [B, T] int64 (T <= context): the per-token losses [B, T],
   // the same on every TP rank. Collective over the TP group (throws on a
@@ -72,6 +91,8 @@ class GptModel : public lightning::LightningModule {
  private:
   struct Block;
   GptOptions options_;
+  lightning::tp::AdamWOptions adam_;
+  lightning::tp::MeshAdamWOptimizer* optimizer_ = nullptr;  // owned by the Trainer's Fit
   lightning::tp::TpMesh tp_;
   std::shared_ptr<lightning::tp::VocabParallelEmbedding> tok_;
   std::shared_ptr<lightning::ShardedModule> pos_;

@@ -12,9 +12,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "lightning/metrics/perplexity.h"
-#include "lightning/state_dict_hooks.h"
-#include "lightning/tp/mesh_gradients.h"
-#include "lightning/tp/tp_collectives.h"
+#include "lightning/strategies/model_parallel_strategy.h"
+#include "lightning/tp/mesh_optimizer.h"
+#include "lightning/trainer.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/interop/dcp/dcp_checkpoint.h"
@@ -22,7 +22,6 @@
 #include "sharded/mesh/mesh_checkpoint.h"
 #include "sharded/no_throw.h"
 #include "sharded/sharding_spec.h"
-#include "sharded/stable_hash.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::simulate {
@@ -31,38 +30,21 @@ namespace {
 namespace tp = lightning::tp;
 using sharded::mesh::MeshPtr;
 
-// The model's, the optimizer's and the step's entries of a checkpoint.
-absl::StatusOr<sharded::StateDict> SaveDict(GptModel& model, tp::MeshAdamW& adam, const at::Tensor& step) {
-  SL_ASSIGN_OR_RETURN(sharded::StateDict m, lightning::StateDictOf(model));
-  sharded::StateDict dict;
-  for (const auto& [key, value] : m.entries()) SL_RETURN_IF_ERROR(dict.Insert("model." + key, value));
-  SL_RETURN_IF_ERROR(adam.AddStateTo(dict, "optimizer.", /*for_load=*/false));
-  SL_RETURN_IF_ERROR(dict.Insert("trainer.step", step));
-  return dict;
-}
-
-// Loads `dir` into model, optimizer and step (collective), as the Trainer
-// resumes: fresh tensors of the model's layout reach it through its load hooks.
-// A DCP directory loads the same way (LoadCheckpoint reads its .metadata):
-// strict, so it must hold exactly these keys, and every rank gets the error
-// naming the missing and the unexpected ones.
-absl::Status Resume(GptModel& model, tp::MeshAdamW& adam, at::Tensor& step, const std::string& dir,
-                    c10d::ProcessGroup& world) {
-  SL_ASSIGN_OR_RETURN(sharded::StateDict current, lightning::StateDictOf(model));
-  sharded::StateDict fresh, target;
-  for (const auto& [key, value] : current.entries()) {
-    sharded::ShardedTensor t = std::get<sharded::ShardedTensor>(value).ZerosLike(false);
-    SL_RETURN_IF_ERROR(fresh.Insert(key, t));
-    SL_RETURN_IF_ERROR(target.Insert("model." + key, t));
+// The global batch of each step: samples [step * batch, (step + 1) * batch)
+// of the data seed's stream; the module takes its DP share.
+class LmData : public lightning::DataSource {
+ public:
+  LmData(const ByteCorpus& corpus, uint64_t seed, int64_t batch) : corpus_(corpus), seed_(seed), batch_(batch) {}
+  lightning::Batch GetBatch(int64_t step) const override {
+    auto [ids, targets] = corpus_.Samples(seed_, step * batch_, batch_);
+    return {ids, targets};
   }
-  SL_RETURN_IF_ERROR(adam.AddStateTo(target, "optimizer.", /*for_load=*/true));
-  SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
-  sharded::checkpoint::LoadOptions load;
-  load.verify_before_write = true;
-  SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(target, dir, world, load));
-  SL_RETURN_IF_ERROR(lightning::LoadStateDict(model, std::move(fresh), /*strict=*/true).status());
-  return adam.CompleteLoad();
-}
+
+ private:
+  const ByteCorpus& corpus_;
+  uint64_t seed_;
+  int64_t batch_;
+};
 
 // Collective: this step's gradients (mesh tensors of their parameters'
 // layouts) as the checkpoint `dir`.
@@ -85,6 +67,62 @@ int64_t PeakRssBytes() {
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<int64_t>(usage.ru_maxrss) * 1024;
 }
+
+// The job's part of the Trainer's loop: the resume line, the loss lines,
+// the save at save_at (the Trainer saves only at the end, when save_at is -1),
+// the training time.
+class LmCallback : public lightning::Callback {
+ public:
+  LmCallback(const LmJobOptions& o, GptModel& model, c10d::ProcessGroup& world, LmRankResult& result)
+      : o_(o), model_(model), world_(world), result_(result) {}
+
+  absl::Status OnLoadCheckpoint(const lightning::TrainState& state, int64_t step, const std::string& dir) override {
+    resumed_ = true;
+    result_.resumed_from_dcp = !sharded::checkpoint::HasCommittedCheckpoint(dir) &&
+                               sharded::checkpoint::dcp::IsDcpCheckpoint(dir, sharded::checkpoint::PosixStorage());
+    if (o_.log != nullptr && state.rank == 0) {
+      *o_.log << absl::StrFormat("lm: resumed at step %d from the %s checkpoint in %s\n", step,
+                                 result_.resumed_from_dcp ? "PyTorch DCP" : "shardlight", dir)
+              << std::flush;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status OnTrainStart(const lightning::TrainState& state) override {
+    if (!o_.checkpoint_dir.empty() && o_.save_at == state.start_step && !resumed_) {
+      SL_RETURN_IF_ERROR(Save(state.start_step));
+    }
+    start_ = end_ = std::chrono::steady_clock::now();
+    return absl::OkStatus();
+  }
+
+  absl::Status OnStepEnd(const lightning::TrainState& state, int64_t done, double loss) override {
+    end_ = std::chrono::steady_clock::now();
+    if (o_.log != nullptr && state.rank == 0 && o_.log_every > 0 && (done % o_.log_every == 0 || done == o_.steps)) {
+      *o_.log << absl::StrFormat("lm: step %d loss %.9f perplexity %.3f\n", done, loss, std::exp(loss))
+              << std::flush;  // whole lines: other ranks share the stream under a launcher
+    }
+    if (!o_.checkpoint_dir.empty() && done == o_.save_at) SL_RETURN_IF_ERROR(Save(done));
+    return absl::OkStatus();
+  }
+
+  double seconds() const { return std::chrono::duration<double>(end_ - start_).count(); }
+
+ private:
+  // The Trainer's checkpoint of (model, optimizer, step) (collective).
+  absl::Status Save(int64_t done) {
+    const at::Tensor step = at::full({1}, done, at::kLong);
+    SL_ASSIGN_OR_RETURN(sharded::StateDict dict, lightning::TrainingStateDict(model_, *model_.optimizer(), step));
+    return sharded::checkpoint::SaveCheckpoint(dict, o_.checkpoint_dir, world_);
+  }
+
+  const LmJobOptions& o_;
+  GptModel& model_;
+  c10d::ProcessGroup& world_;
+  LmRankResult& result_;
+  bool resumed_ = false;
+  std::chrono::steady_clock::time_point start_, end_;
+};
 
 }  // namespace
 
@@ -109,81 +147,35 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 
   SL_ASSIGN_OR_RETURN(MeshPtr mesh, sharded::mesh::DeviceMesh::Create(ctx, o.mesh_shape, "lm"));
-  SL_ASSIGN_OR_RETURN(tp::TpMesh tpm, tp::TpMesh::Of(mesh, 1));
-  auto model = std::make_shared<GptModel>(o.model, tpm);
-  SL_RETURN_IF_ERROR(model->ConfigureShardedModel({ctx.world, ctx.rank, ctx.world_size, o.seed}));
-  tp::MeshParams params;
-  for (auto& [key, m] : lightning::MeshMembers(*model, "")) params.emplace_back(key, m);
-  SL_ASSIGN_OR_RETURN(std::unique_ptr<tp::MeshAdamW> adam, tp::MeshAdamW::Create(params, o.adam));
-
+  GptModel model(o.model, o.adam);
   LmRankResult result;
-  at::Tensor step = at::zeros({1}, at::kLong);
-  const bool checkpoints = !o.checkpoint_dir.empty();
-  // Our own checkpoint first; else a PyTorch DCP one (its .metadata) under our keys.
-  const bool own = checkpoints && o.resume && sharded::checkpoint::HasCommittedCheckpoint(o.checkpoint_dir);
-  result.resumed_from_dcp = checkpoints && o.resume && !own &&
-                            sharded::checkpoint::dcp::IsDcpCheckpoint(o.checkpoint_dir, sharded::checkpoint::PosixStorage());
-  const bool found = own || result.resumed_from_dcp;
-  SL_RETURN_IF_ERROR(sharded::AgreeOn(world, sharded::StableHash(own ? "own" : found ? "dcp" : "none"),
-                                      {absl::StrCat("LM checkpoint lookup in ", o.checkpoint_dir),
-                                       "which committed checkpoint is there (shardlight's, PyTorch DCP or none)"}));
-  if (found) {
-    SL_RETURN_IF_ERROR(Resume(*model, *adam, step, o.checkpoint_dir, world));
-    result.start_step = step[0].item<int64_t>();
-    if (o.log != nullptr && ctx.rank == 0) {
-      *o.log << absl::StrFormat("lm: resumed at step %d from the %s checkpoint in %s\n", result.start_step,
-                                own ? "shardlight" : "PyTorch DCP", o.checkpoint_dir)
-             << std::flush;
-    }
-  }
-  auto save = [&](int64_t done) -> absl::Status {
-    step.fill_(done);
-    SL_ASSIGN_OR_RETURN(sharded::StateDict dict, SaveDict(*model, *adam, step));
-    return sharded::checkpoint::SaveCheckpoint(dict, o.checkpoint_dir, world);
+  int64_t first_step = -1;  // the Fit's first step, for the gradients of its first grads_steps steps
+  auto save_grads = [&](int64_t step) -> absl::Status {
+    if (first_step < 0) first_step = step;
+    if (step - first_step >= o.grads_steps) return absl::OkStatus();
+    return SaveGrads(tp::TrainableMeshMembers(model), absl::StrCat(o.grads_dir, "/step", step + 1), world);
   };
-  if (checkpoints && o.save_at == result.start_step && !found) SL_RETURN_IF_ERROR(save(result.start_step));
-
-  const int64_t dp = o.mesh_shape[0], dp_rank = mesh->coords()[0];
-  const auto [mine_first, mine_count] = sharded::ChunkRanges(o.batch, dp)[dp_rank];
+  lightning::TrainerOptions trainer;
+  trainer.max_steps = o.steps;
+  trainer.seed = o.seed;
+  trainer.checkpoint_dir = o.checkpoint_dir;
+  trainer.resume = o.resume;
+  trainer.save_last = o.save_at < 0;  // the end's save is the Trainer's; one at save_at is the callback's
+  trainer.gradient_clip_norm = o.clip_norm;
+  trainer.strategy = std::make_shared<lightning::ModelParallelStrategy>(
+      mesh, o.grads_steps > 0 ? lightning::ModelParallelStrategy::ReducedHook(save_grads) : nullptr);
+  auto callback = std::make_shared<LmCallback>(o, model, world, result);
+  lightning::Trainer t(trainer, {callback});
+  SL_ASSIGN_OR_RETURN(const lightning::FitResult fit, t.Fit(model, LmData(*corpus, o.data_seed, o.batch), ctx.world));
+  result.start_step = fit.start_step;
+  result.losses = fit.losses;
+  const int64_t trained = static_cast<int64_t>(fit.losses.size());
+  result.seconds = trained > 0 ? callback->seconds() : 0;
   const double global_tokens = static_cast<double>(o.batch * o.model.context);
-  c10d::ProcessGroup& dp_group = *mesh->group(0);
-  const auto start = std::chrono::steady_clock::now();
-  for (int64_t s = result.start_step; s < o.steps; ++s) {
-    adam->ZeroGrad();
-    at::Tensor loss;
-    const absl::Status stepped = sharded::NoThrow([&]() -> absl::Status {
-      const auto [ids, targets] = corpus->Samples(o.data_seed, s * o.batch + mine_first, mine_count);
-      loss = model->TokenLosses(ids, targets).sum() / global_tokens;
-      loss.backward();
-      SL_RETURN_IF_ERROR(tp::AllreduceDataParallelGrads(tpm, params));
-      if (s - result.start_step < o.grads_steps) {
-        SL_RETURN_IF_ERROR(SaveGrads(params, absl::StrCat(o.grads_dir, "/step", s + 1), world));
-      }
-      SL_RETURN_IF_ERROR(tp::ClipGradNorm(tpm, params, o.clip_norm).status());
-      adam->Step();
-      return absl::OkStatus();
-    });
-    SL_RETURN_IF_ERROR(sharded::Agree(world, stepped, absl::StrCat("LM training step ", s)));
-    at::Tensor global = loss.detach().to(at::kDouble).reshape({1}).contiguous();
-    SL_RETURN_IF_ERROR(sharded::NoThrow([&] {
-      tp::AllreduceInPlace(global, dp_group);
-      return absl::OkStatus();
-    }));
-    result.losses.push_back(global.item<double>());
-    const int64_t done = s + 1;
-    if (o.log != nullptr && ctx.rank == 0 && o.log_every > 0 && (done % o.log_every == 0 || done == o.steps)) {
-      *o.log << absl::StrFormat("lm: step %d loss %.9f perplexity %.3f\n", done, result.losses.back(),
-                                std::exp(result.losses.back()))
-             << std::flush;  // whole lines: other ranks share the stream under a launcher
-    }
-    if (checkpoints && done == o.save_at) SL_RETURN_IF_ERROR(save(done));
-  }
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const int64_t trained = o.steps - result.start_step;
   if (trained > 0 && result.seconds > 0) result.tokens_per_second = trained * global_tokens / result.seconds;
-  if (checkpoints && o.save_at < 0 && trained > 0) SL_RETURN_IF_ERROR(save(o.steps));
 
   // Held-out perplexity: samples of another stream, reduced over the DP group.
+  const auto [mine_first, mine_count] = sharded::ChunkRanges(o.batch, o.mesh_shape[0])[mesh->coords()[0]];
   if (o.eval_batches > 0) {
     lightning::metrics::Perplexity ppl;
     SL_RETURN_IF_ERROR(ppl.Bind(mesh->group(0)));
@@ -191,14 +183,16 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
       at::NoGradGuard no_grad;
       for (int64_t b = 0; b < o.eval_batches; ++b) {
         const auto [ids, targets] = corpus->Samples(o.data_seed + 1, b * o.batch + mine_first, mine_count);
-        SL_RETURN_IF_ERROR(ppl.Update(model->TokenLosses(ids, targets)));
+        SL_RETURN_IF_ERROR(ppl.Update(model.TokenLosses(ids, targets)));
       }
       return absl::OkStatus();
     });
     SL_RETURN_IF_ERROR(sharded::Agree(world, evaluated, "LM evaluation"));
     SL_ASSIGN_OR_RETURN(result.eval_perplexity, ppl.ComputeScalar());
   }
-  for (const auto& [key, p] : params) result.state_bytes += 3 * p->local().numel() * p->local().element_size();
+  for (const auto& [key, p] : tp::TrainableMeshMembers(model)) {
+    result.state_bytes += 3 * p->local().numel() * p->local().element_size();
+  }
   result.peak_rss_bytes = PeakRssBytes();
   return result;
 }

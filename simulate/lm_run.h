@@ -7,13 +7,12 @@
 // (`//tools/train --job=lm --mesh=DPxTP` under torchrun): both call RunLmRank
 // with the MeshContext of their ranks.
 //
-// Its own loop rather than lightning::Trainer's: the Trainer sums every dense
-// gradient (and the loss) over the whole world, while mesh members need the
-// sum over the DP dims only, then clipping with TP-sharded pieces summed
-// over TP (lightning/tp/mesh_gradients.h). Moving onto the Trainer needs a
-// per-module gradient-reduction hook there (keeping the step verdict the
-// Trainer folds into its gradient allreduce), a DP-only loss reduction, and
-// MeshAdamW behind lightning's Optimizer interface.
+// Trained by lightning::Trainer with ModelParallelStrategy on the mesh: the
+// model builds its TP layers from the mesh in its configure hook, the
+// strategy sums the gradients over the DP dim and clips over the mesh,
+// AdamW is tp::MeshAdamWOptimizer, resume (shardlight's checkpoint or a
+// PyTorch DCP one) is the Trainer's. The job adds the save at save_at (a
+// callback), the log lines and the held-out perplexity.
 //
 // Errors, on every rank before training: InvalidArgument for a mesh that is
 // not 2-d or does not match the world, a model the TP size does not fit
@@ -54,9 +53,11 @@ struct LmJobOptions {
   int64_t save_at = -1;
   // Load checkpoint_dir's committed checkpoint first: shardlight's own, else
   // a PyTorch DCP checkpoint (torch.distributed.checkpoint.save) holding
-  // exactly the keys shardlight saves -- "model.<parameter>",
-  // "optimizer.<parameter>.exp_avg" and ".exp_avg_sq", "optimizer.step" and
-  // "trainer.step" (int64 [1]), as tools/lm/lm_peer.py --dcp_dir writes.
+  // the keys shardlight saves -- "model.<parameter>" (all of them),
+  // "optimizer.<parameter>.exp_avg" and ".exp_avg_sq", "optimizer.step" (the
+  // optimizer starts fresh without all of these, said on rank 0) and
+  // "trainer.step" (int64 [1]), as tools/lm/lm_peer.py --dcp_dir writes:
+  // the Trainer's resume (lightning/trainer.h).
   bool resume = true;
   int64_t eval_batches = 2;  // held-out batches (data_seed + 1) for perplexity
   int64_t log_every = 0;     // rank 0 prints a line every this many steps

@@ -135,7 +135,7 @@ TEST(LmRunTest, CheckpointOfAnotherModelShapeFailsOnEveryRank) {
   ASSERT_TRUE(saved.ranks[0].ok()) << saved.ranks[0].status();
   job.steps = 2;
   job.model.dim = 24;  // another shape, same keys
-  ExpectEveryRankFails(RunLm(job, {1, 2}), "model.");
+  ExpectEveryRankFails(RunLm(job, {1, 2}), "model structure differs");
 }
 
 TEST(LmRunTest, Float64RunsAgreeAcrossMeshesFarBelowFloat32) {
@@ -164,9 +164,8 @@ absl::StatusOr<sharded::StateDict> DenseCheckpoint(const LmJobOptions& job, cons
   absl::StatusOr<sharded::StateDict> out = absl::UnknownError("not run");
   const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
     SL_ASSIGN_OR_RETURN(auto mesh, sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), {1, 1}, "dense"));
-    SL_ASSIGN_OR_RETURN(auto tpm, lightning::tp::TpMesh::Of(mesh, 1));
-    GptModel model(job.model, tpm);
-    SL_RETURN_IF_ERROR(model.ConfigureShardedModel({ctx.pg, 0, 1, 1}));
+    GptModel model(job.model);
+    SL_RETURN_IF_ERROR(model.ConfigureShardedModel({ctx.pg, 0, 1, 1, mesh}));
     sharded::StateDict dict;
     for (const auto& [key, m] : lightning::MeshMembers(model, "")) {
       SL_RETURN_IF_ERROR(dict.Insert("model." + key, at::zeros(m->sizes(), m->dtype())));
@@ -215,16 +214,35 @@ TEST(LmRunTest, ResumesFromADcpCheckpointOnAnotherMesh) {
   ASSERT_TRUE(again.ranks[0].ok()) << again.ranks[0].status();
   EXPECT_FALSE(again.ranks[0]->resumed_from_dcp);
   EXPECT_EQ(again.ranks[0]->start_step, 6);
-  // A DCP checkpoint without the optimizer's state: every rank names what is missing.
-  sharded::StateDict weights;
+  // A DCP checkpoint without the optimizer's state (the Trainer's rule):
+  // the weights and the step resume, the optimizer starts fresh, so the
+  // losses after the first step differ from the uninterrupted run's.
+  sharded::StateDict weights, no_head;
   for (const auto& [key, value] : dense->entries()) {
     if (key.rfind("optimizer.", 0) != 0) {
       ASSERT_TRUE(weights.Insert(key, value).ok());
+      if (key != "model.head.weight") {
+        ASSERT_TRUE(no_head.Insert(key, value).ok());
+      }
     }
   }
   ASSERT_TRUE(SaveDcp(weights, partial.path()).ok());
   job.checkpoint_dir = partial.path();
-  ExpectEveryRankFails(RunLm(job, {1, 2}), "missing keys (in the state dict to fill, not loaded): 'optimizer.");
+  job.steps = 6;
+  const Outcome fresh_optimizer = RunLm(job, {1, 2});
+  for (const auto& r : fresh_optimizer.ranks) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->resumed_from_dcp);
+    EXPECT_EQ(r->start_step, 3);
+    ASSERT_EQ(r->losses.size(), 3u);
+    EXPECT_LT(RelDiff(r->losses[0], full.ranks[0]->losses[3]), 1e-5);  // the same weights
+    EXPECT_GT(RelDiff(r->losses[2], full.ranks[0]->losses[5]), 1e-5);  // other moments
+  }
+  // Without one of the model's entries: every rank names it.
+  TempDir headless;
+  ASSERT_TRUE(SaveDcp(no_head, headless.path()).ok());
+  job.checkpoint_dir = headless.path();
+  ExpectEveryRankFails(RunLm(job, {1, 2}), "e.g. 'model.head.weight'");
 }
 
 TEST(LmRunTest, SavesTheGradientsOfTheFirstSteps) {

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "lightning/lightning_module.h"
+#include "lightning/strategies/gradient_clipping.h"
 #include "lightning/trainable.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -57,14 +58,29 @@ class StrategyRun {
 
   // The group over which the ranks' losses are summed into the step's loss.
   virtual c10d::ProcessGroup& loss_group() = 0;
+
+  // After ReduceGradients (collective): scales the gradients so that their
+  // global 2-norm over the whole model is at most max_norm and returns the
+  // norm before clipping. The default counts `trainables` (dense ones once,
+  // sharded ones summed over loss_group()); a strategy whose parameters the
+  // Trainables do not describe (mesh members) overrides it. Errors as
+  // ClipGradientNorm's (gradient_clipping.h).
+  virtual absl::StatusOr<double> ClipGradients(const Trainables& trainables, double max_norm, absl::string_view op) {
+    return ClipGradientNorm(trainables, loss_group(), max_norm, op);
+  }
 };
 
 class Strategy {
  public:
   virtual ~Strategy() = default;
 
-  // "ddp", "fsdp": for messages.
+  // "ddp", "fsdp", "model_parallel": for messages.
   virtual std::string name() const = 0;
+
+  // The device mesh this rank's module is laid out on, handed to
+  // ConfigureShardedModel (ShardedContext::mesh) before Setup; null for
+  // strategies without one. No collective.
+  virtual sharded::mesh::MeshPtr mesh() const { return nullptr; }
 
   // After ConfigureShardedModel, before ConfigureOptimizers, on every rank:
   // lays the module's parameters out (FSDP shards them). Local only -- no

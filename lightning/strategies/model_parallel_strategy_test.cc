@@ -1,0 +1,179 @@
+// ModelParallelStrategy under the Trainer, on the simulated cluster: a small
+// tensor-parallel MLP (column- then row-parallel, //lightning/tp) trains to
+// the same losses and reduced, clipped gradients on every DP x TP mesh (uneven and empty TP and DP shards
+// included); a DP group failing in its step fails every rank naming it; a
+// missing or non-2-d mesh, or a dense parameter, is refused on every rank before any collective.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lightning/strategies/model_parallel_strategy.h"
+#include "lightning/tp/mesh_optimizer.h"
+#include "lightning/tp/parallel_linear.h"
+#include "lightning/trainer.h"
+#include "sharded/mesh/device_mesh.h"
+#include "sharded/status_macros.h"
+#include "sharded/sharding_spec.h"
+#include "simulate/core/simulated_cluster.h"
+
+namespace shardlight::lightning {
+namespace {
+
+using simulate::RankContext;
+using simulate::SimulatedCluster;
+using ::testing::HasSubstr;
+
+constexpr int64_t kBatch = 5;  // samples per step: DP 2 -> 3,2; DP 3 -> 2,2,1
+constexpr int64_t kIn = 4, kHidden = 6, kOut = 3;  // hidden over TP 4: 2,2,2,0
+
+// y = proj(gelu(fc(x))): fc column-parallel, proj row-parallel; with
+// `dense`, a dense parameter besides (which model_parallel refuses).
+class TinyTp : public LightningModule {
+ public:
+  explicit TinyTp(int fail_dp = -1, int64_t fail_step = -1, bool dense = false)
+      : LightningModule("TinyTp"), fail_dp_(fail_dp), fail_step_(fail_step) {
+    if (dense) register_parameter("scale", at::ones({kOut}));
+  }
+  absl::Status ConfigureShardedModel(const ShardedContext& ctx) override {
+    if (ctx.mesh == nullptr) return absl::OkStatus();  // the strategy's Setup says why
+    SL_ASSIGN_OR_RETURN(tp_, tp::TpMesh::Of(ctx.mesh, 1));
+    SL_ASSIGN_OR_RETURN(fc_, tp::ColumnParallelLinear::Create(tp_, {kIn, kHidden, true, 0.5, ctx.seed}));
+    SL_ASSIGN_OR_RETURN(proj_, tp::RowParallelLinear::Create(tp_, {kHidden, kOut, true, 0.5, ctx.seed + 1}));
+    register_module("fc", fc_);
+    register_module("proj", proj_);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<at::Tensor> TrainingStep(const Batch& batch, const StepContext& ctx) override {
+    // The whole DP group fails (its TP ranks together: none waits for a peer).
+    if (tp_.mesh->coords()[0] == fail_dp_ && ctx.step == fail_step_) return absl::DataLossError("batch unreadable");
+    const auto [first, count] = sharded::ChunkRanges(kBatch, tp_.mesh->size(0))[tp_.mesh->coords()[0]];
+    const at::Tensor x = batch[0].narrow(0, first, count), y = batch[1].narrow(0, first, count);
+    const at::Tensor out = proj_->Forward(at::gelu(fc_->Forward(x)));
+    return (out - y).pow(2).sum() / static_cast<double>(kBatch);
+  }
+  absl::StatusOr<std::unique_ptr<Optimizer>> ConfigureOptimizers() override {
+    SL_ASSIGN_OR_RETURN(auto adam, tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this),
+                                                                 {0.05, 0.9, 0.99, 1e-8, 0.01}));
+    return std::unique_ptr<Optimizer>(std::move(adam));
+  }
+  at::Tensor fc_grad() const { return fc_->weight().local().grad(); }
+
+ private:
+  int64_t fail_dp_;
+  int64_t fail_step_;
+  tp::TpMesh tp_;
+  std::shared_ptr<tp::ColumnParallelLinear> fc_;
+  std::shared_ptr<tp::RowParallelLinear> proj_;
+};
+
+class TinyData : public DataSource {
+ public:
+  Batch GetBatch(int64_t step) const override {
+    const at::Tensor i = at::arange(kBatch * kIn, at::kFloat).view({kBatch, kIn});
+    const at::Tensor x = at::sin(i * 0.7 + static_cast<double>(step));
+    const at::Tensor y = at::cos(x.narrow(1, 0, kOut) * 2.0);
+    return {x, y};
+  }
+};
+
+sharded::mesh::MeshContext MeshContextOf(const RankContext& ctx) {
+  sharded::mesh::MeshContext m;
+  m.store = ctx.store;
+  m.rank = ctx.rank;
+  m.world_size = ctx.world_size;
+  m.world = ctx.pg;
+  return m;
+}
+
+struct Outcome {
+  std::vector<absl::StatusOr<FitResult>> ranks;
+  at::Tensor fc_grad;  // rank 0's fc weight gradient slice after the last step (reduced, clipped)
+};
+
+// Every rank's Fit on a mesh of `shape` (empty: no mesh).
+Outcome Train(std::vector<int64_t> shape, int world, int fail_dp = -1, bool dense = false) {
+  Outcome out;
+  out.ranks.resize(world, absl::UnknownError("not run"));
+  simulate::ClusterOptions options;
+  options.collective_timeout = std::chrono::seconds(5);
+  SimulatedCluster cluster(world, options);
+  const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    sharded::mesh::MeshPtr mesh;
+    if (!shape.empty()) {
+      absl::StatusOr<sharded::mesh::MeshPtr> made = sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), shape, "t");
+      if (!made.ok()) return made.status();
+      mesh = *made;
+    }
+    TinyTp model(fail_dp, 2, dense);
+    TrainerOptions o;
+    o.max_steps = 4;
+    o.seed = 3;
+    o.gradient_clip_norm = 0.5;  // below the norms: every step clips
+    o.strategy = std::make_shared<ModelParallelStrategy>(mesh);
+    out.ranks[ctx.rank] = Trainer(o).Fit(model, TinyData(), ctx.pg);
+    if (ctx.rank == 0 && out.ranks[0].ok()) out.fc_grad = model.fc_grad().clone();
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  return out;
+}
+
+TEST(ModelParallelStrategyTest, EveryMeshTrainsTheSame) {
+  const Outcome one = Train({1, 1}, 1);
+  ASSERT_TRUE(one.ranks[0].ok()) << one.ranks[0].status();
+  const std::vector<double>& want = one.ranks[0]->losses;
+  ASSERT_EQ(want.size(), 4u);
+  EXPECT_LT(want.back(), want.front());
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 1}, {1, 2}, {2, 2}, {1, 4}, {3, 1}, {3, 2}}) {
+    const int world = static_cast<int>(shape[0] * shape[1]);
+    const Outcome run = Train(shape, world);
+    const std::string name = absl::StrCat(shape[0], "x", shape[1]);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(run.ranks[r].ok()) << name << " rank " << r << ": " << run.ranks[r].status();
+      ASSERT_EQ(run.ranks[r]->losses.size(), want.size()) << name;
+      for (size_t s = 0; s < want.size(); ++s) {
+        EXPECT_NEAR(run.ranks[r]->losses[s], want[s], 1e-5 * std::abs(want[s])) << name << " rank " << r << " step " << s;
+      }
+    }
+    // Rank 0 holds fc's first rows (torch.chunk over TP): its reduced, clipped gradient is the 1x1 run's rows.
+    ASSERT_TRUE(run.fc_grad.defined()) << name;
+    const at::Tensor want_rows = one.fc_grad.narrow(0, 0, run.fc_grad.size(0));
+    EXPECT_TRUE(at::allclose(run.fc_grad, want_rows, 1e-4, 1e-6)) << name << ": " << run.fc_grad << " vs " << want_rows;
+  }
+}
+
+TEST(ModelParallelStrategyTest, AFailedStepFailsEveryRankNamingIt) {
+  const Outcome run = Train({2, 2}, 4, /*fail_dp=*/1);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_FALSE(run.ranks[r].ok()) << "rank " << r << " trained";
+    EXPECT_THAT(std::string(run.ranks[r].status().message()), HasSubstr("training step 2 failed on rank 2"))
+        << "rank " << r;
+    EXPECT_THAT(std::string(run.ranks[r].status().message()), HasSubstr("batch unreadable")) << "rank " << r;
+  }
+}
+
+TEST(ModelParallelStrategyTest, AMeshThatIsNotDpByTpFailsEveryRank) {
+  Outcome run = Train({}, 2);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(run.ranks[r].ok());
+    EXPECT_THAT(std::string(run.ranks[r].status().message()), HasSubstr("model_parallel needs a device mesh")) << r;
+  }
+  run = Train({1, 1, 2}, 2);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(run.ranks[r].ok());
+    EXPECT_THAT(std::string(run.ranks[r].status().message()), HasSubstr("needs a 2-d mesh")) << r;
+  }
+  run = Train({1, 2}, 2, -1, /*dense=*/true);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(run.ranks[r].ok());
+    EXPECT_THAT(std::string(run.ranks[r].status().message()), HasSubstr("has the dense parameter 'scale'")) << r;
+  }
+}
+
+}  // namespace
+}  // namespace shardlight::lightning
