@@ -35,4 +35,10 @@ absl::StatusOr<std::unique_ptr<Optimizer>> LightningModule::ConfigureOptimizers(
   return std::unique_ptr<Optimizer>(*std::move(sgd));
 }
 
+absl::StatusOr<OptimizerConfig> LightningModule::ConfigureOptimizersAndSchedule() {
+  auto optimizer = ConfigureOptimizers();
+  if (!optimizer.ok()) return optimizer.status();
+  return OptimizerConfig{*std::move(optimizer), nullptr};
+}
+
 }  // namespace shardlight::lightning

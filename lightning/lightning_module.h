@@ -21,6 +21,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lightning/gate/feature_gate.h"
+#include "lightning/lr_schedule.h"
 #include "lightning/optimizer.h"
 #include "lightning/sharded_module.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -46,6 +47,14 @@ struct StepContext {
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
 };
 
+// What a module trains with: an optimizer and, optionally, a step-based LR
+// schedule (Lightning's configure_optimizers returning {"optimizer",
+// "lr_scheduler": {"scheduler", "interval": "step"}}).
+struct OptimizerConfig {
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> lr_schedule;  // null: the optimizer's lr throughout
+};
+
 class LightningModule : public ShardedModule {
  public:
   explicit LightningModule(std::string name = "LightningModule", const FeatureDecision& gate = ShardedFeature());
@@ -63,6 +72,12 @@ class LightningModule : public ShardedModule {
   // The optimizer for TrainablesOf(*this); the default is Sgd with defaults.
   // Called after ConfigureShardedModel, so sharded members are included.
   virtual absl::StatusOr<std::unique_ptr<Optimizer>> ConfigureOptimizers();
+
+  // What the Trainer calls: the optimizer and an LR schedule. The default is
+  // ConfigureOptimizers() without a schedule, so a module that overrides only
+  // ConfigureOptimizers keeps training as before; override this one to add a
+  // schedule.
+  virtual absl::StatusOr<OptimizerConfig> ConfigureOptimizersAndSchedule();
 
   bool sharded_hooks_registered() const { return hooks_registered_; }
   bool OwnsShardedHooks() const override { return hooks_registered_; }
