@@ -29,6 +29,10 @@ absl::StatusOr<at::Tensor> LightningModule::TrainingStep(const Batch&, const Ste
   return absl::UnimplementedError(name() + " does not override LightningModule::TrainingStep");
 }
 
+absl::StatusOr<ValidationLog> LightningModule::ValidationStep(const Batch&, const StepContext&) {
+  return absl::UnimplementedError(name() + " does not override LightningModule::ValidationStep");
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> LightningModule::ConfigureOptimizers() {
   auto sgd = Sgd::Create(TrainablesOf(*this), SgdOptions{});
   if (!sgd.ok()) return sgd.status();

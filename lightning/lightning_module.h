@@ -14,6 +14,7 @@
 #define SHARDLIGHT_LIGHTNING_LIGHTNING_MODULE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ struct ShardedContext {
 
 // One training batch: the tensors a DataSource produced for a step.
 using Batch = std::vector<at::Tensor>;
+
+// What ValidationStep logs: each key's value (a scalar) on this rank, its
+// part of the batch's value (summed over ranks, like TrainingStep's loss).
+using ValidationLog = std::map<std::string, at::Tensor>;
 
 // What TrainingStep gets besides the batch.
 struct StepContext {
@@ -68,6 +73,11 @@ class LightningModule : public ShardedModule {
   // gradients of sharded members stay on their rank. The default fails with
   // Unimplemented: a module that is trained must override it.
   virtual absl::StatusOr<at::Tensor> TrainingStep(const Batch& batch, const StepContext& ctx);
+
+  // One validation batch, without gradients (lightning/validation_loop.h):
+  // the values to log. The default fails with Unimplemented: a module
+  // validated with a validation source must override it.
+  virtual absl::StatusOr<ValidationLog> ValidationStep(const Batch& batch, const StepContext& ctx);
 
   // The optimizer for TrainablesOf(*this); the default is Sgd with defaults.
   // Called after ConfigureShardedModel, so sharded members are included.

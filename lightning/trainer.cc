@@ -13,6 +13,7 @@
 #include "lightning/gate/collective_probe.h"
 #include "lightning/metrics/metric.h"
 #include "lightning/optimizer_step.h"
+#include "lightning/validation_loop.h"
 #include "lightning/state_dict_hooks.h"
 #include "lightning/strategies/ddp_strategy.h"
 #include "lightning/strategies/gradient_clipping.h"
@@ -147,6 +148,22 @@ absl::Status CheckStepOptions(const TrainerOptions& o) {
   return absl::OkStatus();
 }
 
+// Validation options, checked before anything collective.
+absl::Status CheckValidationOptions(const TrainerOptions& o, int64_t val_batches) {
+  if (o.val_check_interval <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("val_check_interval is ", o.val_check_interval,
+                                                   "; Fit with a validation source wants it >= 1"));
+  }
+  if (o.limit_val_batches < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("limit_val_batches is ", o.limit_val_batches, "; want >= 0"));
+  }
+  if (val_batches <= 0) {
+    return absl::InvalidArgumentError(
+        "limit_val_batches is 0 and the validation source has no steps_per_epoch: how many validation batches?");
+  }
+  return absl::OkStatus();
+}
+
 // A checkpoint without LR schedule state (from a run without one): the
 // schedule continues at the resumed step, as rank 0 says.
 void ResumeScheduleAtStep(LrSchedule& schedule, const at::Tensor& step, c10d::ProcessGroup& pg,
@@ -178,9 +195,23 @@ Trainer::Trainer(TrainerOptions options, std::vector<std::shared_ptr<Callback>> 
 
 absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource& data,
                                        c10::intrusive_ptr<c10d::ProcessGroup> pg) {
+  return FitWith(module, data, nullptr, std::move(pg));
+}
+
+absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource& data, const DataSource& val_data,
+                                       c10::intrusive_ptr<c10d::ProcessGroup> pg) {
+  return FitWith(module, data, &val_data, std::move(pg));
+}
+
+absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSource& data,
+                                           const DataSource* val_data, c10::intrusive_ptr<c10d::ProcessGroup> pg) {
   if (!pg) return absl::InvalidArgumentError("Fit needs a process group");
   TrainState state{pg->getRank(), pg->getSize(), 0, options_.max_steps};
   SL_RETURN_IF_ERROR(CheckStepOptions(options_));
+  const int64_t val_batches = options_.limit_val_batches > 0 ? options_.limit_val_batches
+                              : val_data != nullptr        ? val_data->steps_per_epoch()
+                                                           : 0;
+  if (val_data != nullptr) SL_RETURN_IF_ERROR(CheckValidationOptions(options_, val_batches));
   const int64_t accumulate = options_.accumulate_grad_batches;
   if (options_.max_epochs > 0 && data.steps_per_epoch() > 0) {
     state.max_steps = std::min(state.max_steps, options_.max_epochs * (data.steps_per_epoch() / accumulate));
@@ -259,6 +290,14 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   result.resumed_from = resumed_from;
   SL_RETURN_IF_ERROR(
       CallbacksAgree(callbacks_, *pg, "OnTrainStart", [&](Callback& c) { return c.OnTrainStart(state); }));
+  if (val_data != nullptr && state.start_step < state.max_steps) {
+    std::vector<std::string> monitored;
+    for (const auto& c : callbacks_) {
+      for (const std::string& key : c->MonitoredKeys()) monitored.push_back(key);
+    }
+    SL_RETURN_IF_ERROR(CheckMonitoredKeys(module, *val_data, val_batches, *parallel, trainables,
+                                          {state.start_step, state.rank, state.world_size, pg}, monitored));
+  }
 
   // Asynchronous checkpoints: the save in flight, reported once it ended.
   std::unique_ptr<ckpt::AsyncCheckpointer> checkpointer;
@@ -335,6 +374,23 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnStepEnd", [&](Callback& c) {
       return c.OnStepEnd(state, done, result.losses.back());
     }));
+    if (val_data != nullptr && done % options_.val_check_interval == 0) {
+      SL_ASSIGN_OR_RETURN(auto metrics, RunValidation(module, *val_data, val_batches, *parallel, trainables,
+                                                      {done, state.rank, state.world_size, pg}));
+      result.validations.emplace_back(done, metrics);
+      SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnValidationEnd", [&](Callback& c) {
+        return c.OnValidationEnd(state, done, metrics);
+      }));
+      bool stop = false;
+      for (const auto& c : callbacks_) stop = stop || c->ShouldStop();
+      SL_RETURN_IF_ERROR(sharded::AgreeOn(*pg, absl::StatusOr<uint64_t>(stop ? 1 : 2), {"early stopping", "whether to stop"}));
+      if (stop && done < state.max_steps) {
+        result.stopped_early = true;
+        state.max_steps = done;  // the save after the loop is this step's
+        if (pg->getRank() == 0) std::cout << "stopping early after step " << done << " (a callback's ShouldStop)\n";
+        break;
+      }
+    }
     // The save after the last step follows the loop (also when the loop ran no step).
     if (checkpoints && done != state.max_steps &&
         CheckpointsAfterStep(done, state.max_steps, options_.checkpoint_every)) {

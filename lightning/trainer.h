@@ -104,6 +104,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -177,6 +178,12 @@ struct TrainerOptions {
   // gradients once (lightning/optimizer_step.h). max_epochs then counts
   // steps_per_epoch / k optimizer steps an epoch.
   int64_t accumulate_grad_batches = 1;
+  // > 0 (with a validation source given to Fit): validate every this many
+  // optimizer steps (lightning/validation_loop.h). Lightning counts its
+  // val_check_interval in batches: ours = Lightning's / accumulate_grad_batches.
+  int64_t val_check_interval = 0;
+  // Validation batches a run (0: the validation source's steps_per_epoch).
+  int64_t limit_val_batches = 0;
   bool async_checkpoint = false;
   int64_t async_staging_bytes = int64_t{256} << 20;
   std::shared_ptr<const sharded::GroupFactory> groups;
@@ -187,6 +194,9 @@ struct FitResult {
   int64_t end_step = 0;
   std::vector<double> losses;  // global loss of each step this Fit ran (the mean over its micro-batches)
   std::vector<double> lrs;     // the learning rate each of those steps used
+  // Each validation run: the step it followed, and its metrics.
+  std::vector<std::pair<int64_t, std::map<std::string, double>>> validations;
+  bool stopped_early = false;  // a callback's ShouldStop ended the run at end_step
   int checkpoints_saved = 0;
   std::string resumed_from;  // the checkpoint directory a resume loaded; empty: none
 };
@@ -195,6 +205,12 @@ class Trainer {
  public:
   explicit Trainer(TrainerOptions options, std::vector<std::shared_ptr<Callback>> callbacks = {});
   absl::StatusOr<FitResult> Fit(LightningModule& module, const DataSource& data,
+                                c10::intrusive_ptr<c10d::ProcessGroup> pg);
+  // With validation on `val_data` every val_check_interval steps. Before
+  // training, InvalidArgument on every rank when val_check_interval <= 0, or
+  // no batch count is known (limit_val_batches and steps_per_epoch both 0),
+  // or (sanity pass) a callback's monitored key is not logged.
+  absl::StatusOr<FitResult> Fit(LightningModule& module, const DataSource& data, const DataSource& val_data,
                                 c10::intrusive_ptr<c10d::ProcessGroup> pg);
 
  private:
@@ -212,6 +228,9 @@ class Trainer {
                              c10d::ProcessGroup& pg, const std::string& dir);
   absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg,
                       const std::string& dir);
+
+  absl::StatusOr<FitResult> FitWith(LightningModule& module, const DataSource& data, const DataSource* val_data,
+                                    c10::intrusive_ptr<c10d::ProcessGroup> pg);
 
   TrainerOptions options_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
