@@ -46,8 +46,10 @@ class Optimizer {
   // Adds the optimizer state (sharing storage: loading into the returned
   // entries restores the state in place).
   virtual absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) = 0;
-  // The learning rate the next Step uses.
-  virtual double lr() const = 0;
+  // The learning rate the next Step uses. The defaults keep a rate that an
+  // optimizer written before lr access (which has no rate of its own to
+  // follow) ignores: override both to follow a schedule.
+  virtual double lr() const { return lr_; }
   // Sets it (an LR schedule does, before each step). InvalidArgument when
   // `lr` is negative or not finite; the rate is then unchanged.
   absl::Status set_lr(double lr);
@@ -56,8 +58,11 @@ class Optimizer {
 
  protected:
   explicit Optimizer(Trainables trainables) : trainables_(std::move(trainables)) {}
-  virtual void SetLr(double lr) = 0;
+  virtual void SetLr(double lr) { lr_ = lr; }
   Trainables trainables_;
+
+ private:
+  double lr_ = 0;
 };
 
 // One state tensor per trainable, of its layout: dense for a dense
