@@ -7,14 +7,17 @@
 // (after a checkpoint is committed; for an asynchronous save, at the end of
 // the first step during which every rank's save had ended -- or at the next
 // save or the end of Fit, whichever comes first),
-// on_load_checkpoint (after a resume loaded one).
+// on_load_checkpoint (after a resume loaded one), on_validation_end (after
+// each validation run, with its metrics; then ShouldStop is asked).
 #ifndef SHARDLIGHT_LIGHTNING_CALLBACK_H_
 #define SHARDLIGHT_LIGHTNING_CALLBACK_H_
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -42,6 +45,18 @@ class Callback {
   virtual absl::Status OnLoadCheckpoint(const TrainState&, int64_t step, const std::string& dir) {
     return absl::OkStatus();
   }
+  // After a validation run (lightning/validation_loop.h) following step
+  // `step`: its metrics, reduced across ranks (the same on every rank).
+  virtual absl::Status OnValidationEnd(const TrainState&, int64_t step, const std::map<std::string, double>& metrics) {
+    return absl::OkStatus();
+  }
+  // The validation keys this callback reads: the Trainer's sanity pass fails
+  // every rank before training when one is not logged.
+  virtual std::vector<std::string> MonitoredKeys() const { return {}; }
+  // Asked after OnValidationEnd: true stops training after this step, on
+  // every rank (it must be a function of the metrics, which every rank
+  // shares).
+  virtual bool ShouldStop() const { return false; }
 };
 
 // Prints "step 5/10  loss 0.123456  12.3 steps/s" every `every` steps, on rank 0.

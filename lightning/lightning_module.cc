@@ -29,10 +29,20 @@ absl::StatusOr<at::Tensor> LightningModule::TrainingStep(const Batch&, const Ste
   return absl::UnimplementedError(name() + " does not override LightningModule::TrainingStep");
 }
 
+absl::StatusOr<ValidationLog> LightningModule::ValidationStep(const Batch&, const StepContext&) {
+  return absl::UnimplementedError(name() + " does not override LightningModule::ValidationStep");
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> LightningModule::ConfigureOptimizers() {
   auto sgd = Sgd::Create(TrainablesOf(*this), SgdOptions{});
   if (!sgd.ok()) return sgd.status();
   return std::unique_ptr<Optimizer>(*std::move(sgd));
+}
+
+absl::StatusOr<OptimizerConfig> LightningModule::ConfigureOptimizersAndSchedule() {
+  auto optimizer = ConfigureOptimizers();
+  if (!optimizer.ok()) return optimizer.status();
+  return OptimizerConfig{*std::move(optimizer), nullptr};
 }
 
 }  // namespace shardlight::lightning

@@ -14,6 +14,7 @@
 #define SHARDLIGHT_LIGHTNING_LIGHTNING_MODULE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lightning/gate/feature_gate.h"
+#include "lightning/lr_schedule.h"
 #include "lightning/optimizer.h"
 #include "lightning/sharded_module.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -42,12 +44,24 @@ struct ShardedContext {
 // One training batch: the tensors a DataSource produced for a step.
 using Batch = std::vector<at::Tensor>;
 
+// What ValidationStep logs: each key's value (a scalar) on this rank, its
+// part of the batch's value (summed over ranks, like TrainingStep's loss).
+using ValidationLog = std::map<std::string, at::Tensor>;
+
 // What TrainingStep gets besides the batch.
 struct StepContext {
   int64_t step = 0;  // 0-based global step
   int rank = 0;
   int world_size = 1;
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
+};
+
+// What a module trains with: an optimizer and, optionally, a step-based LR
+// schedule (Lightning's configure_optimizers returning {"optimizer",
+// "lr_scheduler": {"scheduler", "interval": "step"}}).
+struct OptimizerConfig {
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> lr_schedule;  // null: the optimizer's lr throughout
 };
 
 class LightningModule : public ShardedModule {
@@ -64,9 +78,20 @@ class LightningModule : public ShardedModule {
   // Unimplemented: a module that is trained must override it.
   virtual absl::StatusOr<at::Tensor> TrainingStep(const Batch& batch, const StepContext& ctx);
 
+  // One validation batch, without gradients (lightning/validation_loop.h):
+  // the values to log. The default fails with Unimplemented: a module
+  // validated with a validation source must override it.
+  virtual absl::StatusOr<ValidationLog> ValidationStep(const Batch& batch, const StepContext& ctx);
+
   // The optimizer for TrainablesOf(*this); the default is Sgd with defaults.
   // Called after ConfigureShardedModel, so sharded members are included.
   virtual absl::StatusOr<std::unique_ptr<Optimizer>> ConfigureOptimizers();
+
+  // What the Trainer calls: the optimizer and an LR schedule. The default is
+  // ConfigureOptimizers() without a schedule, so a module that overrides only
+  // ConfigureOptimizers keeps training as before; override this one to add a
+  // schedule.
+  virtual absl::StatusOr<OptimizerConfig> ConfigureOptimizersAndSchedule();
 
   bool sharded_hooks_registered() const { return hooks_registered_; }
   bool OwnsShardedHooks() const override { return hooks_registered_; }

@@ -2,6 +2,8 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <cmath>
+
 #include "absl/strings/str_cat.h"
 #include "sharded/status_macros.h"
 
@@ -10,6 +12,48 @@ namespace shardlight::lightning {
 void Optimizer::ZeroGrad() {
   for (at::Tensor& t : trainables_.LocalTensors()) {
     if (t.grad().defined()) t.mutable_grad() = at::Tensor();
+  }
+}
+
+absl::Status Optimizer::set_lr(double lr) {
+  if (!(lr >= 0) || !std::isfinite(lr)) {
+    return absl::InvalidArgumentError(absl::StrCat("learning rate ", lr, ": want a finite value >= 0"));
+  }
+  SetLr(lr);
+  return absl::OkStatus();
+}
+
+PerParameterState PerParameterState::ZerosLike(const Trainables& trainables) {
+  PerParameterState state;
+  for (const auto& d : trainables.dense) state.dense.push_back(at::zeros_like(d.param).detach());
+  for (const auto& s : trainables.sharded) state.sharded.push_back(s.member->ZerosLike(false));
+  return state;
+}
+
+absl::Status PerParameterState::AddTo(sharded::StateDict& dict, const Trainables& trainables,
+                                      const std::string& prefix, const std::string& suffix) const {
+  for (size_t i = 0; i < trainables.dense.size(); ++i) {
+    SL_RETURN_IF_ERROR(dict.Insert(prefix + trainables.dense[i].key + suffix, dense[i]));
+  }
+  for (size_t i = 0; i < trainables.sharded.size(); ++i) {
+    SL_RETURN_IF_ERROR(dict.Insert(prefix + trainables.sharded[i].key + suffix, sharded[i]));
+  }
+  return absl::OkStatus();
+}
+
+void ForEachLocalParameter(const Trainables& trainables, const std::vector<const PerParameterState*>& states,
+                           const std::function<void(const at::Tensor&, const std::vector<at::Tensor>&)>& update) {
+  std::vector<at::Tensor> local(states.size());
+  for (size_t i = 0; i < trainables.dense.size(); ++i) {
+    for (size_t k = 0; k < states.size(); ++k) local[k] = states[k]->dense[i];
+    update(trainables.dense[i].param, local);
+  }
+  for (size_t i = 0; i < trainables.sharded.size(); ++i) {
+    const auto& params = trainables.sharded[i].member->local_shards();
+    for (size_t j = 0; j < params.size(); ++j) {
+      for (size_t k = 0; k < states.size(); ++k) local[k] = states[k]->sharded[i].local_shards()[j].tensor;
+      update(params[j].tensor, local);
+    }
   }
 }
 
@@ -23,49 +67,33 @@ absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(Trainables trainables, SgdOptio
                                                    options.weight_decay, " >= 0"));
   }
   std::unique_ptr<Sgd> sgd(new Sgd(std::move(trainables), options));
-  for (const auto& d : sgd->trainables_.dense) sgd->dense_buffers_.push_back(at::zeros_like(d.param).detach());
-  for (const auto& s : sgd->trainables_.sharded) sgd->sharded_buffers_.push_back(s.member->ZerosLike(false));
+  sgd->buffers_ = PerParameterState::ZerosLike(sgd->trainables_);
   return sgd;
 }
-
-namespace {
-
-void Update(const at::Tensor& param, const at::Tensor& buffer, bool first, const SgdOptions& o) {
-  if (!param.grad().defined()) return;
-  at::Tensor grad = param.grad();
-  if (o.weight_decay != 0) grad = grad.add(param, o.weight_decay);
-  if (o.momentum != 0) {
-    if (first) {
-      buffer.copy_(grad);
-    } else {
-      buffer.mul_(o.momentum).add_(grad);
-    }
-    grad = buffer;
-  }
-  param.sub_(grad, o.lr);
-}
-
-}  // namespace
 
 void Sgd::Step() {
   at::NoGradGuard no_grad;
   const bool first = step_[0].item<int64_t>() == 0;
-  for (size_t i = 0; i < trainables_.dense.size(); ++i) Update(trainables_.dense[i].param, dense_buffers_[i], first, options_);
-  for (size_t i = 0; i < trainables_.sharded.size(); ++i) {
-    const auto& params = trainables_.sharded[i].member->local_shards();
-    const auto& buffers = sharded_buffers_[i].local_shards();
-    for (size_t j = 0; j < params.size(); ++j) Update(params[j].tensor, buffers[j].tensor, first, options_);
-  }
+  const SgdOptions& o = options_;
+  ForEachLocalParameter(trainables_, {&buffers_}, [&](const at::Tensor& param, const std::vector<at::Tensor>& state) {
+    if (!param.grad().defined()) return;
+    at::Tensor grad = param.grad();
+    if (o.weight_decay != 0) grad = grad.add(param, o.weight_decay);
+    if (o.momentum != 0) {
+      if (first) {
+        state[0].copy_(grad);
+      } else {
+        state[0].mul_(o.momentum).add_(grad);
+      }
+      grad = state[0];
+    }
+    param.sub_(grad, o.lr);
+  });
   step_.add_(1);
 }
 
 absl::Status Sgd::AddStateTo(sharded::StateDict& dict, const std::string& prefix) {
-  for (size_t i = 0; i < trainables_.dense.size(); ++i) {
-    SL_RETURN_IF_ERROR(dict.Insert(prefix + trainables_.dense[i].key + ".momentum_buffer", dense_buffers_[i]));
-  }
-  for (size_t i = 0; i < trainables_.sharded.size(); ++i) {
-    SL_RETURN_IF_ERROR(dict.Insert(prefix + trainables_.sharded[i].key + ".momentum_buffer", sharded_buffers_[i]));
-  }
+  SL_RETURN_IF_ERROR(buffers_.AddTo(dict, trainables_, prefix, ".momentum_buffer"));
   return dict.Insert(prefix + "step", step_);
 }
 

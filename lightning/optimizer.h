@@ -7,9 +7,24 @@
 // step seeds the buffer with the gradient). A parameter without a gradient is
 // left alone. AddStateTo/state keys: "<prefix><param key>.momentum_buffer",
 // plus "<prefix>step".
+//
+// AdamW (adamw.cc): torch.optim.AdamW's update, operation for operation (its
+// single-tensor path, which CPU tensors take): decoupled weight decay
+// param *= 1 - lr * weight_decay, exp_avg.lerp_(grad, 1 - beta1),
+// exp_avg_sq = beta2 * exp_avg_sq + (1 - beta2) * grad^2, bias corrections
+// 1 - beta^step, denom = sqrt(exp_avg_sq) / sqrt(bc2) + eps, param -=
+// (lr / bc1) * exp_avg / denom. State keys "<prefix><param key>.exp_avg",
+// ".exp_avg_sq" (each of its parameter's layout), plus "<prefix>step". One
+// step counter for every parameter (torch keeps one per parameter): they
+// differ only for a parameter that had no gradient at some step, which is
+// left alone here as in torch.
+//
+// Every optimizer has a learning rate (lr(), set_lr()): an LR schedule
+// (lr_schedule.h) sets it before each step.
 #ifndef SHARDLIGHT_LIGHTNING_OPTIMIZER_H_
 #define SHARDLIGHT_LIGHTNING_OPTIMIZER_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,11 +46,43 @@ class Optimizer {
   // Adds the optimizer state (sharing storage: loading into the returned
   // entries restores the state in place).
   virtual absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) = 0;
+  // The learning rate the next Step uses. The defaults keep a rate that an
+  // optimizer written before lr access (which has no rate of its own to
+  // follow) ignores: override both to follow a schedule.
+  virtual double lr() const { return lr_; }
+  // Sets it (an LR schedule does, before each step). InvalidArgument when
+  // `lr` is negative or not finite; the rate is then unchanged.
+  absl::Status set_lr(double lr);
+  // The trainables this optimizer updates.
+  const Trainables& trainables() const { return trainables_; }
 
  protected:
   explicit Optimizer(Trainables trainables) : trainables_(std::move(trainables)) {}
+  virtual void SetLr(double lr) { lr_ = lr; }
   Trainables trainables_;
+
+ private:
+  double lr_ = 0;
 };
+
+// One state tensor per trainable, of its layout: dense for a dense
+// parameter, a ShardedTensor like its member for a sharded one.
+struct PerParameterState {
+  std::vector<at::Tensor> dense;
+  std::vector<sharded::ShardedTensor> sharded;
+
+  // Zeros (no communication).
+  static PerParameterState ZerosLike(const Trainables& trainables);
+  // Inserts "<prefix><param key><suffix>" for each.
+  absl::Status AddTo(sharded::StateDict& dict, const Trainables& trainables, const std::string& prefix,
+                     const std::string& suffix) const;
+};
+
+// Calls `update(param, state)` for every local tensor of `trainables` (a
+// dense parameter, or a local shard of a sharded member), with the matching
+// local tensor of each of `states`, in order.
+void ForEachLocalParameter(const Trainables& trainables, const std::vector<const PerParameterState*>& states,
+                           const std::function<void(const at::Tensor&, const std::vector<at::Tensor>&)>& update);
 
 struct SgdOptions {
   double lr = 0.05;
@@ -51,14 +98,43 @@ class Sgd : public Optimizer {
   static absl::StatusOr<std::unique_ptr<Sgd>> Create(Trainables trainables, SgdOptions options);
   void Step() override;
   absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override;
+  double lr() const override { return options_.lr; }
   int64_t steps() const { return step_[0].item<int64_t>(); }
 
  private:
   Sgd(Trainables trainables, SgdOptions options);
+  void SetLr(double lr) override { options_.lr = lr; }
   SgdOptions options_;
-  std::vector<at::Tensor> dense_buffers_;             // one per dense trainable
-  std::vector<sharded::ShardedTensor> sharded_buffers_;  // one per sharded trainable
+  PerParameterState buffers_;
   at::Tensor step_;  // int64 [1]; buffers are seeded from the gradient while it is 0
+};
+
+// torch.optim.AdamW's defaults.
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+};
+
+class AdamW : public Optimizer {
+ public:
+  // InvalidArgument (naming the option) for lr <= 0, a beta outside [0, 1),
+  // eps <= 0 or a negative weight decay. State takes each trainable's layout.
+  static absl::StatusOr<std::unique_ptr<AdamW>> Create(Trainables trainables, AdamWOptions options);
+  void Step() override;
+  absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override;
+  double lr() const override { return options_.lr; }
+  int64_t steps() const { return step_[0].item<int64_t>(); }
+
+ private:
+  AdamW(Trainables trainables, AdamWOptions options);
+  void SetLr(double lr) override { options_.lr = lr; }
+  AdamWOptions options_;
+  PerParameterState exp_avg_;
+  PerParameterState exp_avg_sq_;
+  at::Tensor step_;  // int64 [1]: steps taken
 };
 
 }  // namespace shardlight::lightning

@@ -12,6 +12,8 @@
 #include "absl/strings/str_split.h"
 #include "lightning/gate/collective_probe.h"
 #include "lightning/metrics/metric.h"
+#include "lightning/optimizer_step.h"
+#include "lightning/validation_loop.h"
 #include "lightning/state_dict_hooks.h"
 #include "lightning/strategies/ddp_strategy.h"
 #include "lightning/strategies/gradient_reduction.h"
@@ -29,20 +31,6 @@ namespace shardlight::lightning {
 namespace {
 
 namespace ckpt = sharded::checkpoint;
-
-// GetBatch, TrainingStep and backward on this rank.
-absl::Status LocalStep(LightningModule& module, const DataSource& data, const StepContext& ctx, at::Tensor* loss) {
-  return sharded::NoThrow([&]() -> absl::Status {
-    const Batch batch = data.GetBatch(ctx.step);
-    SL_ASSIGN_OR_RETURN(*loss, module.TrainingStep(batch, ctx));
-    if (!loss->defined() || loss->numel() != 1) {
-      return absl::InvalidArgumentError(absl::StrCat("TrainingStep returned a loss with ",
-                                                     loss->defined() ? loss->numel() : 0, " elements; want a scalar"));
-    }
-    if (loss->requires_grad()) loss->backward();
-    return absl::OkStatus();
-  });
-}
 
 // A removal log that prints each line, after `prefix`, on this rank's output
 // in one write (an asynchronous save tells it from its own thread).
@@ -66,11 +54,12 @@ absl::StatusOr<Layout> CheckpointLayout(const std::string& dir, ckpt::Storage* s
 }
 
 // What the committed checkpoint in `dir` holds besides the model, agreed
-// across ranks: {optimizer state, the step}. A weights-only checkpoint (`ckpt
-// import` of a torch.save or Lightning file) holds neither.
+// across ranks: {optimizer state, the step, LR schedule state}. A weights-only
+// checkpoint (`ckpt import` of a torch.save or Lightning file) holds none.
 struct SavedExtras {
   bool optimizer = false;
   bool step = false;
+  bool lr_schedule = false;
 };
 // Also refuses a checkpoint of another run (trainer.h, "Which run") unless
 // `allow_different_run`; rank 0 then prints what differs.
@@ -83,6 +72,7 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
     for (const ckpt::IndexTensor& t : reader.index().tensors) {
       mine.optimizer = mine.optimizer || absl::StartsWith(t.key, "optimizer.");
       mine.step = mine.step || t.key == "trainer.step";
+      mine.lr_schedule = mine.lr_schedule || absl::StartsWith(t.key, "lr_scheduler.");
     }
     different = DescribeRunDifference(reader.index(), run);
     if (!different.empty() && !allow_different_run) {
@@ -93,7 +83,8 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
     }
     return absl::OkStatus();
   });
-  const std::string payload = absl::StrCat(mine.optimizer ? "1" : "0", mine.step ? "1" : "0");
+  const std::string payload =
+      absl::StrCat(mine.optimizer ? "1" : "0", mine.step ? "1" : "0", mine.lr_schedule ? "1" : "0");
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       sharded::AgreeAndGather(pg, {read, sharded::StableHash(payload), payload},
                                               {absl::StrCat("resume from '", dir, "'"), "checkpoint contents"}));
@@ -101,7 +92,7 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
     std::cout << "resume: the checkpoint in " << dir << " is from a different run (" << different
               << "); resuming it as allow_different_run asks\n";
   }
-  return SavedExtras{all[0][0] == '1', all[0][1] == '1'};
+  return SavedExtras{all[0][0] == '1', all[0][1] == '1', all[0][2] == '1'};
 }
 
 // Every callback's hook on this rank, then agreement: one rank's failing
@@ -136,15 +127,64 @@ absl::StatusOr<bool> NeedsConfigure(const LightningModule& module,
   return configure;
 }
 
+// The options a step uses, checked before anything collective: the same
+// verdict on every rank (every rank has the same options).
+absl::Status CheckStepOptions(const TrainerOptions& o) {
+  if (!(o.gradient_clip_norm >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient_clip_norm is ", o.gradient_clip_norm, "; want >= 0"));
+  }
+  if (!(o.gradient_clip_value >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient_clip_value is ", o.gradient_clip_value, "; want >= 0"));
+  }
+  if (o.gradient_clip_norm > 0 && o.gradient_clip_value > 0) {
+    return absl::InvalidArgumentError(absl::StrCat("gradient_clip_norm (", o.gradient_clip_norm,
+                                                   ") and gradient_clip_value (", o.gradient_clip_value,
+                                                   ") are both set; clip by one of them"));
+  }
+  if (o.accumulate_grad_batches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("accumulate_grad_batches is ", o.accumulate_grad_batches, "; want >= 1"));
+  }
+  return absl::OkStatus();
+}
+
+// Validation options, checked before anything collective.
+absl::Status CheckValidationOptions(const TrainerOptions& o, int64_t val_batches) {
+  if (o.val_check_interval <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("val_check_interval is ", o.val_check_interval,
+                                                   "; Fit with a validation source wants it >= 1"));
+  }
+  if (o.limit_val_batches < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("limit_val_batches is ", o.limit_val_batches, "; want >= 0"));
+  }
+  if (val_batches <= 0) {
+    return absl::InvalidArgumentError(
+        "limit_val_batches is 0 and the validation source has no steps_per_epoch: how many validation batches?");
+  }
+  return absl::OkStatus();
+}
+
+// A checkpoint without LR schedule state (from a run without one): the
+// schedule continues at the resumed step, as rank 0 says.
+void ResumeScheduleAtStep(LrSchedule& schedule, const at::Tensor& step, c10d::ProcessGroup& pg,
+                          const std::string& dir) {
+  schedule.set_last_step(step[0].item<int64_t>());
+  if (pg.getRank() == 0) {
+    std::cout << "resume: the checkpoint in " << dir << " holds no LR schedule state: the schedule continues at step "
+              << step[0].item<int64_t>() << "\n";
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<sharded::StateDict> TrainingStateDict(LightningModule& module, Optimizer& optimizer,
-                                                     const at::Tensor& step) {
+                                                     const at::Tensor& step, LrSchedule* lr_schedule) {
   SL_ASSIGN_OR_RETURN(sharded::StateDict model, StateDictOf(module));
   sharded::StateDict dict;
   for (const auto& [key, value] : model.entries()) SL_RETURN_IF_ERROR(dict.Insert("model." + key, value));
   SL_RETURN_IF_ERROR(optimizer.AddStateTo(dict, "optimizer."));
   SL_RETURN_IF_ERROR(dict.Insert("trainer.step", step));
+  if (lr_schedule != nullptr) SL_RETURN_IF_ERROR(lr_schedule->AddStateTo(dict, "lr_scheduler."));
   return dict;
 }
 
@@ -155,18 +195,32 @@ Trainer::Trainer(TrainerOptions options, std::vector<std::shared_ptr<Callback>> 
 
 absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource& data,
                                        c10::intrusive_ptr<c10d::ProcessGroup> pg) {
+  return FitWith(module, data, nullptr, std::move(pg));
+}
+
+absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource& data, const DataSource& val_data,
+                                       c10::intrusive_ptr<c10d::ProcessGroup> pg) {
+  return FitWith(module, data, &val_data, std::move(pg));
+}
+
+absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSource& data,
+                                           const DataSource* val_data, c10::intrusive_ptr<c10d::ProcessGroup> pg) {
   if (!pg) return absl::InvalidArgumentError("Fit needs a process group");
   TrainState state{pg->getRank(), pg->getSize(), 0, options_.max_steps};
+  SL_RETURN_IF_ERROR(CheckStepOptions(options_));
+  const int64_t val_batches = options_.limit_val_batches > 0 ? options_.limit_val_batches
+                              : val_data != nullptr        ? val_data->steps_per_epoch()
+                                                           : 0;
+  if (val_data != nullptr) SL_RETURN_IF_ERROR(CheckValidationOptions(options_, val_batches));
+  const int64_t accumulate = options_.accumulate_grad_batches;
   if (options_.max_epochs > 0 && data.steps_per_epoch() > 0) {
-    state.max_steps = std::min(state.max_steps, options_.max_epochs * data.steps_per_epoch());
-  }
-  if (!(options_.gradient_clip_norm >= 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("gradient_clip_norm is ", options_.gradient_clip_norm, "; want >= 0"));
+    state.max_steps = std::min(state.max_steps, options_.max_epochs * (data.steps_per_epoch() / accumulate));
   }
   // Setup: the collectives must work before any sharded state is created.
   SL_RETURN_IF_ERROR(ProbeCollectives(*pg, options_.probe_timeout));
   SL_ASSIGN_OR_RETURN(const bool configure, NeedsConfigure(module, pg));
   std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<LrSchedule> lr_schedule;
   const std::shared_ptr<const Strategy> strategy =
       options_.strategy != nullptr ? options_.strategy : std::make_shared<DdpStrategy>();
   std::unique_ptr<StrategyRun> parallel;
@@ -175,8 +229,11 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     if (configure) SL_RETURN_IF_ERROR(module.ConfigureShardedModel(context));
     // Before the optimizer: it is built over what the strategy laid out.
     SL_ASSIGN_OR_RETURN(parallel, strategy->Setup(module, context));
-    SL_ASSIGN_OR_RETURN(optimizer, module.ConfigureOptimizers());
+    SL_ASSIGN_OR_RETURN(OptimizerConfig config, module.ConfigureOptimizersAndSchedule());
+    optimizer = std::move(config.optimizer);
+    lr_schedule = std::move(config.lr_schedule);
     if (optimizer == nullptr) return absl::InvalidArgumentError(module.name() + "::ConfigureOptimizers returned null");
+    if (lr_schedule != nullptr) SL_RETURN_IF_ERROR(lr_schedule->Bind(*optimizer, state.max_steps));
     return absl::OkStatus();
   });
   SL_RETURN_IF_ERROR(sharded::Agree(*pg, configured, "configure"));
@@ -190,7 +247,8 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   // What a save removes is said on rank 0's output (unless the caller listens itself).
   if (!save_options.on_removed && pg->getRank() == 0) save_options.on_removed = PrintedAs("checkpoint: ");
   at::Tensor step = at::zeros({1}, at::kLong);
-  SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step));
+  lr_schedule_ = lr_schedule.get();
+  SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step, lr_schedule_));
 
   const bool checkpoints = !options_.checkpoint_dir.empty();
   std::string resumed_from;
@@ -221,6 +279,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
             .IgnoreError();
       }
       state.start_step = step[0].item<int64_t>();
+      if (lr_schedule_ != nullptr) SL_RETURN_IF_ERROR(lr_schedule_->Apply(*optimizer));
       SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnLoadCheckpoint", [&](Callback& c) {
         return c.OnLoadCheckpoint(state, state.start_step, resumed_from);
       }));
@@ -231,6 +290,14 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
   result.resumed_from = resumed_from;
   SL_RETURN_IF_ERROR(
       CallbacksAgree(callbacks_, *pg, "OnTrainStart", [&](Callback& c) { return c.OnTrainStart(state); }));
+  if (val_data != nullptr && state.start_step < state.max_steps) {
+    std::vector<std::string> monitored;
+    for (const auto& c : callbacks_) {
+      for (const std::string& key : c->MonitoredKeys()) monitored.push_back(key);
+    }
+    SL_RETURN_IF_ERROR(CheckMonitoredKeys(module, *val_data, val_batches, *parallel, trainables,
+                                          {state.start_step, state.rank, state.world_size, pg}, monitored));
+  }
 
   // Asynchronous checkpoints: the save in flight, reported once it ended.
   std::unique_ptr<ckpt::AsyncCheckpointer> checkpointer;
@@ -251,7 +318,7 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
 
   auto save = [&](int64_t done) -> absl::Status {
     // metrics: rebuilt so metric states are synced and grown (cat) states saved at their current size.
-    SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step));
+    SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step, lr_schedule_));
     if (checkpointer != nullptr) {
       SL_RETURN_IF_ERROR(committed());
       SL_ASSIGN_OR_RETURN(in_flight, checkpointer->Save(checkpoint_state, done));
@@ -278,17 +345,20 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     // Step 1: data, TrainingStep and backward; agreed in the strategy's gradient reduction.
     SL_RETURN_IF_ERROR(parallel->BeforeStep(s));
     at::Tensor loss;
-    const absl::Status local = LocalStep(module, data, {s, state.rank, state.world_size, pg}, &loss);
+    const absl::Status local =
+        AccumulateMicroBatches(module, data, {s, state.rank, state.world_size, pg}, accumulate, &loss);
     SL_RETURN_IF_ERROR(parallel->ReduceGradients(trainables, local, absl::StrCat("training step ", s)));
     if (options_.gradient_clip_norm > 0) {
       SL_RETURN_IF_ERROR(
           parallel->ClipGradients(trainables, options_.gradient_clip_norm, absl::StrCat("gradient clipping at step ", s))
               .status());
     }
-    // Step 2: the optimizer; agreed in the loss allreduce.
+    if (options_.gradient_clip_value > 0) ClipGradientValue(trainables, options_.gradient_clip_value);
+    // Step 2: the optimizer, then the LR schedule; agreed in the loss allreduce.
+    result.lrs.push_back(optimizer->lr());
     const absl::Status stepped = sharded::NoThrow([&] {
       optimizer->Step();
-      return absl::OkStatus();
+      return lr_schedule_ != nullptr ? lr_schedule_->Step(*optimizer) : absl::OkStatus();
     });
     // With the loss: how many ranks' background save has ended, so that every
     // rank learns of a commit at the same step without a collective of its own.
@@ -304,6 +374,23 @@ absl::StatusOr<FitResult> Trainer::Fit(LightningModule& module, const DataSource
     SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnStepEnd", [&](Callback& c) {
       return c.OnStepEnd(state, done, result.losses.back());
     }));
+    if (val_data != nullptr && done % options_.val_check_interval == 0) {
+      SL_ASSIGN_OR_RETURN(auto metrics, RunValidation(module, *val_data, val_batches, *parallel, trainables,
+                                                      {done, state.rank, state.world_size, pg}));
+      result.validations.emplace_back(done, metrics);
+      SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnValidationEnd", [&](Callback& c) {
+        return c.OnValidationEnd(state, done, metrics);
+      }));
+      bool stop = false;
+      for (const auto& c : callbacks_) stop = stop || c->ShouldStop();
+      SL_RETURN_IF_ERROR(sharded::AgreeOn(*pg, absl::StatusOr<uint64_t>(stop ? 1 : 2), {"early stopping", "whether to stop"}));
+      if (stop && done < state.max_steps) {
+        result.stopped_early = true;
+        state.max_steps = done;  // the save after the loop is this step's
+        if (pg->getRank() == 0) std::cout << "stopping early after step " << done << " (a callback's ShouldStop)\n";
+        break;
+      }
+    }
     // The save after the last step follows the loop (also when the loop ran no step).
     if (checkpoints && done != state.max_steps &&
         CheckpointsAfterStep(done, state.max_steps, options_.checkpoint_every)) {
@@ -434,6 +521,7 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
   const absl::Status loaded =
       sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
   SL_RETURN_IF_ERROR(sharded::Agree(pg, loaded, "resume"));
+  if (lr_schedule_ != nullptr) ResumeScheduleAtStep(*lr_schedule_, step, pg, dir);
   if (pg.getRank() == 0) {
     std::cout << "resume: loaded step " << step[0].item<int64_t>() << " from the PyTorch DCP checkpoint in " << dir
               << "\n";
@@ -460,13 +548,16 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
               << " holds no optimizer state (weights only): the optimizer starts fresh\n";
   }
   if (extras.step) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
+  if (lr_schedule_ != nullptr && extras.lr_schedule) SL_RETURN_IF_ERROR(lr_schedule_->AddStateTo(target, "lr_scheduler."));
   ckpt::LoadOptions load;
   load.verify_before_write = true;  // a damaged checkpoint changes nothing
   load.storage = options_.save_options.storage;
   SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, dir, pg, load));
   const absl::Status loaded =
       sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
-  return sharded::Agree(pg, loaded, "resume");
+  SL_RETURN_IF_ERROR(sharded::Agree(pg, loaded, "resume"));
+  if (lr_schedule_ != nullptr && !extras.lr_schedule) ResumeScheduleAtStep(*lr_schedule_, step, pg, dir);
+  return absl::OkStatus();
 }
 
 }  // namespace shardlight::lightning

@@ -7,10 +7,17 @@
 // strategies/strategy.h: ddp by default; fsdp shards the parameters here) ->
 // ConfigureOptimizers -> resume from the checkpoint in checkpoint_dir if one
 // is committed there -> loop: the strategy's BeforeStep (fsdp: all-gather),
-// TrainingStep, backward, the strategy's ReduceGradients (ddp: dense
-// gradients summed across ranks, sharded gradients stay local; fsdp: reduce-
-// scattered to the shards), optimizer step, callbacks, a checkpoint every
+// TrainingStep and backward for each of the step's accumulate_grad_batches
+// micro-batches (lightning/optimizer_step.h), the strategy's ReduceGradients
+// once (ddp: dense gradients summed across ranks, sharded gradients stay
+// local; fsdp: reduce-scattered to the shards), clipping (by norm or by
+// value), optimizer step, LR schedule step, callbacks, a checkpoint every
 // `checkpoint_every` steps and at the end.
+//
+// The optimizer and its LR schedule come from the module's
+// ConfigureOptimizersAndSchedule (lightning_module.h); the schedule is bound
+// to max_steps there, so a warm-up longer than the run is an error on every
+// rank ("configure failed on rank R: ... warmup_steps ...") before training.
 //
 // Where checkpoints go (like Lightning's ModelCheckpoint with
 // every_n_train_steps = checkpoint_every and save_top_k = keep_last):
@@ -48,8 +55,10 @@
 // files are left as they are.
 //
 // The checkpoint holds the module's state dict ("model."), the
-// optimizer state ("optimizer.", sharded where its parameter is) and the step
-// ("trainer.step"), so a resume -- on the same or another world size --
+// optimizer state ("optimizer.", sharded where its parameter is), the step
+// ("trainer.step") and the LR schedule's state ("lr_scheduler.", when there
+// is one; a checkpoint without it resumes the schedule at trainer.step, said
+// on rank 0), so a resume -- on the same or another world size --
 // continues from exactly that state.
 //
 // Which run: every checkpoint records what produced it (lightning/
@@ -96,6 +105,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -164,6 +174,21 @@ struct TrainerOptions {
   // global 2-norm over the whole model (every rank's shards) is at most this
   // (lightning/strategies/gradient_clipping.h); 0: no clipping.
   double gradient_clip_norm = 0;
+  // > 0: after the gradient reduction, clamp every gradient element to
+  // [-gradient_clip_value, gradient_clip_value] (Lightning's
+  // gradient_clip_algorithm="value"); 0: none. At most one of the two clips.
+  double gradient_clip_value = 0;
+  // Micro-batches per optimizer step (Lightning's accumulate_grad_batches;
+  // >= 1): step s trains on GetBatch(s * k + i), i < k, and reduces the
+  // gradients once (lightning/optimizer_step.h). max_epochs then counts
+  // steps_per_epoch / k optimizer steps an epoch.
+  int64_t accumulate_grad_batches = 1;
+  // > 0 (with a validation source given to Fit): validate every this many
+  // optimizer steps (lightning/validation_loop.h). Lightning counts its
+  // val_check_interval in batches: ours = Lightning's / accumulate_grad_batches.
+  int64_t val_check_interval = 0;
+  // Validation batches a run (0: the validation source's steps_per_epoch).
+  int64_t limit_val_batches = 0;
   bool async_checkpoint = false;
   int64_t async_staging_bytes = int64_t{256} << 20;
   std::shared_ptr<const sharded::GroupFactory> groups;
@@ -172,7 +197,11 @@ struct TrainerOptions {
 struct FitResult {
   int64_t start_step = 0;  // where this Fit began (the resumed step)
   int64_t end_step = 0;
-  std::vector<double> losses;  // global loss of each step this Fit ran
+  std::vector<double> losses;  // global loss of each step this Fit ran (the mean over its micro-batches)
+  std::vector<double> lrs;     // the learning rate each of those steps used
+  // Each validation run: the step it followed, and its metrics.
+  std::vector<std::pair<int64_t, std::map<std::string, double>>> validations;
+  bool stopped_early = false;  // a callback's ShouldStop ended the run at end_step
   int checkpoints_saved = 0;
   std::string resumed_from;  // the checkpoint directory a resume loaded; empty: none
 };
@@ -181,6 +210,12 @@ class Trainer {
  public:
   explicit Trainer(TrainerOptions options, std::vector<std::shared_ptr<Callback>> callbacks = {});
   absl::StatusOr<FitResult> Fit(LightningModule& module, const DataSource& data,
+                                c10::intrusive_ptr<c10d::ProcessGroup> pg);
+  // With validation on `val_data` every val_check_interval steps. Before
+  // training, InvalidArgument on every rank when val_check_interval <= 0, or
+  // no batch count is known (limit_val_batches and steps_per_epoch both 0),
+  // or (sanity pass) a callback's monitored key is not logged.
+  absl::StatusOr<FitResult> Fit(LightningModule& module, const DataSource& data, const DataSource& val_data,
                                 c10::intrusive_ptr<c10d::ProcessGroup> pg);
 
  private:
@@ -199,15 +234,20 @@ class Trainer {
   absl::Status Resume(LightningModule& module, Optimizer& optimizer, const at::Tensor& step, c10d::ProcessGroup& pg,
                       const std::string& dir);
 
+  absl::StatusOr<FitResult> FitWith(LightningModule& module, const DataSource& data, const DataSource* val_data,
+                                    c10::intrusive_ptr<c10d::ProcessGroup> pg);
+
   TrainerOptions options_;
   std::vector<std::shared_ptr<Callback>> callbacks_;
   RunFingerprint run_;  // this Fit's (set before a resume)
+  LrSchedule* lr_schedule_ = nullptr;  // this Fit's, if its module configured one
 };
 
 // The state a checkpoint holds for (module, optimizer, step), sharing storage
 // with them: saving it saves them, loading into it restores them in place.
+// With an LR schedule, its state too, under "lr_scheduler.".
 absl::StatusOr<sharded::StateDict> TrainingStateDict(LightningModule& module, Optimizer& optimizer,
-                                                     const at::Tensor& step);
+                                                     const at::Tensor& step, LrSchedule* lr_schedule = nullptr);
 
 }  // namespace shardlight::lightning
 
