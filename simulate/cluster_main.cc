@@ -5,6 +5,9 @@
 // (including a --fault the scenario would ignore or that could never happen,
 // a stray positional word, a --checkpoint_dir that cannot be a writable
 // directory).
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
@@ -30,6 +33,9 @@ ABSL_FLAG(bool, allow_different_run, false,
 ABSL_FLAG(bool, async_checkpoint, false,
           "train scenario: write checkpoints in the background while training goes on (own process group, "
           "256 MiB of staging per rank)");
+ABSL_FLAG(std::string, log_dir, "lm_logs",
+          "lm scenario: where the 2x2 run's metrics.csv and TensorBoard event file go; relative to the directory "
+          "`bazel run` was called from (empty: no logs)");
 ABSL_FLAG(std::string, fault, "",
           "train scenario: inject a fault plan, e.g. crash:rank=1,step=3, save-crash:rank=2,step=2, "
           "delay:rank=0,step=2,ms=200, timeout:rank=1,step=3");
@@ -54,6 +60,13 @@ int Main() {
   options.log_every = absl::GetFlag(FLAGS_log_every);
   options.allow_different_run = absl::GetFlag(FLAGS_allow_different_run);
   options.async_checkpoint = absl::GetFlag(FLAGS_async_checkpoint);
+  options.log_dir = absl::GetFlag(FLAGS_log_dir);
+  // Under `bazel run` the binary runs in its runfiles: a relative log_dir is the caller's.
+  const char* caller_dir = std::getenv("BUILD_WORKING_DIRECTORY");
+  if (!options.log_dir.empty() && options.log_dir[0] != '/' && caller_dir != nullptr && caller_dir[0] != '\0') {
+    options.log_dir = absl::StrCat(caller_dir, "/", options.log_dir);
+  }
+  options.progress_bar = isatty(STDOUT_FILENO) != 0;  // a bar on a terminal, plain lines otherwise
   if (options.log_every < 0) {
     std::cerr << "cluster: --log_every must be >= 0\n";
     return 2;

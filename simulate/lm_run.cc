@@ -7,10 +7,15 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "lightning/loggers/csv_logger.h"
+#include "lightning/loggers/logger_callback.h"
+#include "lightning/loggers/progress_bar.h"
+#include "lightning/loggers/tensorboard_logger.h"
 #include "lightning/metrics/perplexity.h"
 #include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/tp/mesh_optimizer.h"
@@ -98,7 +103,8 @@ class LmCallback : public lightning::Callback {
 
   absl::Status OnStepEnd(const lightning::TrainState& state, int64_t done, double loss) override {
     end_ = std::chrono::steady_clock::now();
-    if (o_.log != nullptr && state.rank == 0 && o_.log_every > 0 && (done % o_.log_every == 0 || done == o_.steps)) {
+    if (o_.log != nullptr && !o_.progress_bar && state.rank == 0 && o_.log_every > 0 &&
+        (done % o_.log_every == 0 || done == o_.steps)) {
       *o_.log << absl::StrFormat("lm: step %d loss %.9f perplexity %.3f\n", done, loss, std::exp(loss))
               << std::flush;  // whole lines: other ranks share the stream under a launcher
     }
@@ -165,13 +171,27 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   trainer.strategy = std::make_shared<lightning::ModelParallelStrategy>(
       mesh, o.grads_steps > 0 ? lightning::ModelParallelStrategy::ReducedHook(save_grads) : nullptr);
   auto callback = std::make_shared<LmCallback>(o, model, world, result);
-  lightning::Trainer t(trainer, {callback});
+  std::vector<std::shared_ptr<lightning::Callback>> callbacks = {callback};
+  const double global_tokens = static_cast<double>(o.batch * o.model.context);
+  if (!o.log_dir.empty()) {
+    lightning::loggers::LoggerOptions logging;
+    logging.tokens_per_step = global_tokens;
+    callbacks.push_back(std::make_shared<lightning::loggers::LoggerCallback>(
+        std::vector<std::shared_ptr<lightning::loggers::ScalarLogger>>{
+            std::make_shared<lightning::loggers::CsvLogger>(o.log_dir),
+            std::make_shared<lightning::loggers::TensorBoardLogger>(o.log_dir)},
+        logging));
+  }
+  if (o.progress_bar && o.log != nullptr) {
+    callbacks.push_back(std::make_shared<lightning::loggers::ProgressBar>(*o.log, 1,
+                                                                         lightning::loggers::ProgressBar::Mode::kBar));
+  }
+  lightning::Trainer t(trainer, callbacks);
   SL_ASSIGN_OR_RETURN(const lightning::FitResult fit, t.Fit(model, LmData(*corpus, o.data_seed, o.batch), ctx.world));
   result.start_step = fit.start_step;
   result.losses = fit.losses;
   const int64_t trained = static_cast<int64_t>(fit.losses.size());
   result.seconds = trained > 0 ? callback->seconds() : 0;
-  const double global_tokens = static_cast<double>(o.batch * o.model.context);
   if (trained > 0 && result.seconds > 0) result.tokens_per_second = trained * global_tokens / result.seconds;
 
   // Held-out perplexity: samples of another stream, reduced over the DP group.

@@ -61,6 +61,14 @@ struct LmJobOptions {
   bool resume = true;
   int64_t eval_batches = 2;  // held-out batches (data_seed + 1) for perplexity
   int64_t log_every = 0;     // rank 0 prints a line every this many steps
+  // Rank 0 draws a progress bar (lightning/loggers/progress_bar.h) on `log`
+  // in place of the step lines (for a terminal).
+  bool progress_bar = false;
+  // Non-empty: rank 0 writes each step's loss, steps/s and tokens/s to
+  // log_dir/metrics.csv and a TensorBoard event file there
+  // (lightning/loggers); a log_dir that is a file or not writable fails
+  // every rank before training, naming it.
+  std::string log_dir;
   // Parity debugging: the gradients of the first grads_steps steps trained
   // (summed over DP, before clipping) are saved as checkpoints
   // grads_dir/step<K> (K the global step), keys "grad.<parameter>".

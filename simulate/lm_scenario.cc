@@ -48,6 +48,8 @@ absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
   job.save_at = options.steps / 2;
   job.log = &out;
   job.log_every = options.log_every > 0 ? options.log_every : 1;
+  job.log_dir = options.log_dir;
+  job.progress_bar = options.progress_bar;
   const GptOptions& m = job.model;
   out << absl::StrFormat(
       "lm: GPT decoder (%d layers, dim %d, %d heads, MLP %d, context %d, byte vocabulary %d), AdamW lr %g wd %g, "
@@ -63,7 +65,9 @@ absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
   if (!(full->losses.back() < full->losses.front())) {
     return absl::InternalError(absl::StrCat("the loss did not fall: ", full->losses.front(), " -> ", full->losses.back()));
   }
+  if (!job.log_dir.empty()) out << "lm: loss, steps/s and tokens/s in " << job.log_dir << " (metrics.csv, TensorBoard)\n";
   job.log = nullptr;
+  job.log_dir.clear();  // the resumed runs repeat steps the logs already hold
   for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 3}, std::vector<int64_t>{4, 1}}) {
     absl::StatusOr<LmRankResult> resumed = RunOnMesh(job, shape, options);
     if (!resumed.ok()) return resumed.status();

@@ -24,6 +24,8 @@ struct ScenarioOptions {
   int64_t log_every = 0;       // train: a progress line every this many steps; 0: none
   bool allow_different_run = false;  // train: resume a checkpoint_dir another run wrote
   bool async_checkpoint = false;     // train: checkpoints written in the background
+  std::string log_dir;               // lm: CSV and TensorBoard logs of the 2x2 run (empty: none)
+  bool progress_bar = false;         // lm: a progress bar in place of the step lines (a terminal)
 };
 
 struct Scenario {
