@@ -28,11 +28,4 @@ absl::Status AccumulateMicroBatches(LightningModule& module, const DataSource& d
   });
 }
 
-void ClipGradientValue(const Trainables& trainables, double clip_value) {
-  at::NoGradGuard no_grad;
-  for (at::Tensor& t : trainables.LocalTensors()) {
-    if (t.grad().defined()) t.mutable_grad().clamp_(-clip_value, clip_value);
-  }
-}
-
 }  // namespace shardlight::lightning

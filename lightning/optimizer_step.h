@@ -34,12 +34,6 @@ inline int64_t MicroBatchIndex(int64_t step, int64_t accumulate, int64_t micro) 
 absl::Status AccumulateMicroBatches(LightningModule& module, const DataSource& data, const StepContext& ctx,
                                     int64_t accumulate, at::Tensor* loss);
 
-// Clamps every local gradient of `trainables` to [-clip_value, clip_value]
-// (torch.nn.utils.clip_grad_value_, Lightning's gradient_clip_algorithm=
-// "value"). Local: each rank clamps what it holds, which after the reduction
-// is the same dense gradient on every rank and its own shards.
-void ClipGradientValue(const Trainables& trainables, double clip_value);
-
 }  // namespace shardlight::lightning
 
 #endif  // SHARDLIGHT_LIGHTNING_OPTIMIZER_STEP_H_

@@ -353,7 +353,7 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
           parallel->ClipGradients(trainables, options_.gradient_clip_norm, absl::StrCat("gradient clipping at step ", s))
               .status());
     }
-    if (options_.gradient_clip_value > 0) ClipGradientValue(trainables, options_.gradient_clip_value);
+    if (options_.gradient_clip_value > 0) parallel->ClipGradientValues(trainables, options_.gradient_clip_value);
     // Step 2: the optimizer, then the LR schedule; agreed in the loss allreduce.
     result.lrs.push_back(optimizer->lr());
     const absl::Status stepped = sharded::NoThrow([&] {

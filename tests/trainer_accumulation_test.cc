@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lightning/optimizer_step.h"
+#include "lightning/strategies/gradient_clipping.h"
 #include "lightning/strategies/ddp_strategy.h"
 #include "lightning/strategies/fsdp_strategy.h"
 #include "lightning/trainer.h"

@@ -42,4 +42,11 @@ absl::StatusOr<double> ClipGradientNorm(const Trainables& trainables, c10d::Proc
   return norm;
 }
 
+void ClipGradientValue(const Trainables& trainables, double clip_value) {
+  at::NoGradGuard no_grad;
+  for (at::Tensor& t : trainables.LocalTensors()) {
+    if (t.grad().defined()) t.mutable_grad().clamp_(-clip_value, clip_value);
+  }
+}
+
 }  // namespace shardlight::lightning

@@ -24,6 +24,12 @@ namespace shardlight::lightning {
 absl::StatusOr<double> ClipGradientNorm(const Trainables& trainables, c10d::ProcessGroup& pg, double max_norm,
                                         absl::string_view op);
 
+// Clamps every local gradient of `trainables` to [-clip_value, clip_value]
+// (torch.nn.utils.clip_grad_value_, Lightning's gradient_clip_algorithm=
+// "value"). Local: each rank clamps what it holds, which after the reduction
+// is the same dense gradient on every rank and its own shards.
+void ClipGradientValue(const Trainables& trainables, double clip_value);
+
 }  // namespace shardlight::lightning
 
 #endif  // SHARDLIGHT_LIGHTNING_STRATEGIES_GRADIENT_CLIPPING_H_

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include <ATen/core/grad_mode.h>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "lightning/tp/mesh_gradients.h"
@@ -42,6 +44,14 @@ class ModelParallelRun : public StrategyRun {
       return absl::UnavailableError(absl::StrCat(op, ": ", norm.status().message()));
     }
     return norm;
+  }
+
+  void ClipGradientValues(const Trainables&, double clip_value) override {
+    at::NoGradGuard no_grad;
+    for (const auto& [key, member] : params_) {
+      at::Tensor local = member->local();
+      if (local.grad().defined()) local.mutable_grad().clamp_(-clip_value, clip_value);
+    }
   }
 
  private:

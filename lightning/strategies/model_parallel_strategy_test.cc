@@ -6,6 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <string>
@@ -95,8 +96,9 @@ struct Outcome {
   at::Tensor fc_grad;  // rank 0's fc weight gradient slice after the last step (reduced, clipped)
 };
 
-// Every rank's Fit on a mesh of `shape` (empty: no mesh).
-Outcome Train(std::vector<int64_t> shape, int world, int fail_dp = -1, bool dense = false) {
+// Every rank's Fit on a mesh of `shape` (empty: no mesh); clipped to a global
+// norm of 0.5, or by value when clip_value > 0.
+Outcome Train(std::vector<int64_t> shape, int world, int fail_dp = -1, bool dense = false, double clip_value = 0) {
   Outcome out;
   out.ranks.resize(world, absl::UnknownError("not run"));
   simulate::ClusterOptions options;
@@ -113,7 +115,8 @@ Outcome Train(std::vector<int64_t> shape, int world, int fail_dp = -1, bool dens
     TrainerOptions o;
     o.max_steps = 4;
     o.seed = 3;
-    o.gradient_clip_norm = 0.5;  // below the norms: every step clips
+    o.gradient_clip_norm = clip_value > 0 ? 0 : 0.5;  // below the norms: every step clips
+    o.gradient_clip_value = clip_value;
     o.strategy = std::make_shared<ModelParallelStrategy>(mesh);
     out.ranks[ctx.rank] = Trainer(o).Fit(model, TinyData(), ctx.pg);
     if (ctx.rank == 0 && out.ranks[0].ok()) out.fc_grad = model.fc_grad().clone();
@@ -144,6 +147,35 @@ TEST(ModelParallelStrategyTest, EveryMeshTrainsTheSame) {
     ASSERT_TRUE(run.fc_grad.defined()) << name;
     const at::Tensor want_rows = one.fc_grad.narrow(0, 0, run.fc_grad.size(0));
     EXPECT_TRUE(at::allclose(run.fc_grad, want_rows, 1e-4, 1e-6)) << name << ": " << run.fc_grad << " vs " << want_rows;
+  }
+}
+
+// Clipping by value clamps the mesh members' gradients (which the Trainables
+// do not describe): the last step's reduced gradient is within the clip on
+// every mesh, every mesh trains as 1x1 does, and otherwise than a norm clip.
+TEST(ModelParallelStrategyTest, ClippingByValueClampsTheMeshMembers) {
+  constexpr double kClip = 1e-3;
+  const Outcome one = Train({1, 1}, 1, -1, false, kClip);
+  ASSERT_TRUE(one.ranks[0].ok()) << one.ranks[0].status();
+  const std::vector<double>& want = one.ranks[0]->losses;
+  EXPECT_LE(one.fc_grad.abs().max().item<double>(), kClip);
+  const Outcome norm_clipped = Train({1, 1}, 1);
+  ASSERT_TRUE(norm_clipped.ranks[0].ok());
+  double changed = 0;
+  for (size_t s = 0; s < want.size(); ++s) changed = std::max(changed, std::abs(want[s] - norm_clipped.ranks[0]->losses[s]));
+  EXPECT_GT(changed, 1e-6) << "clipping by value trained as the norm clip does";
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 2}, {1, 2}, {3, 2}}) {
+    const int world = static_cast<int>(shape[0] * shape[1]);
+    const Outcome run = Train(shape, world, -1, false, kClip);
+    const std::string name = absl::StrCat(shape[0], "x", shape[1]);
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(run.ranks[r].ok()) << name << " rank " << r << ": " << run.ranks[r].status();
+      for (size_t s = 0; s < want.size(); ++s) {
+        EXPECT_NEAR(run.ranks[r]->losses[s], want[s], 1e-5 * std::abs(want[s])) << name << " rank " << r << " step " << s;
+      }
+    }
+    ASSERT_TRUE(run.fc_grad.defined()) << name;
+    EXPECT_LE(run.fc_grad.abs().max().item<double>(), kClip) << name;
   }
 }
 

@@ -68,6 +68,14 @@ class StrategyRun {
   virtual absl::StatusOr<double> ClipGradients(const Trainables& trainables, double max_norm, absl::string_view op) {
     return ClipGradientNorm(trainables, loss_group(), max_norm, op);
   }
+
+  // After ReduceGradients: clamps every gradient element this rank holds to
+  // [-clip_value, clip_value] (no communication). The default clamps
+  // `trainables`; a strategy whose parameters they do not describe (mesh
+  // members) overrides it.
+  virtual void ClipGradientValues(const Trainables& trainables, double clip_value) {
+    ClipGradientValue(trainables, clip_value);
+  }
 };
 
 class Strategy {
