@@ -33,7 +33,7 @@ ABSL_FLAG(bool, allow_different_run, false,
 ABSL_FLAG(bool, async_checkpoint, false,
           "train scenario: write checkpoints in the background while training goes on (own process group, "
           "256 MiB of staging per rank)");
-ABSL_FLAG(std::string, log_dir, "lm_logs",
+ABSL_FLAG(std::string, logdir, "lm_logs",
           "lm scenario: where the 2x2 run's metrics.csv and TensorBoard event file go; relative to the directory "
           "`bazel run` was called from (empty: no logs)");
 ABSL_FLAG(std::string, fault, "",
@@ -60,7 +60,7 @@ int Main() {
   options.log_every = absl::GetFlag(FLAGS_log_every);
   options.allow_different_run = absl::GetFlag(FLAGS_allow_different_run);
   options.async_checkpoint = absl::GetFlag(FLAGS_async_checkpoint);
-  options.log_dir = absl::GetFlag(FLAGS_log_dir);
+  options.log_dir = absl::GetFlag(FLAGS_logdir);
   // Under `bazel run` the binary runs in its runfiles: a relative log_dir is the caller's.
   const char* caller_dir = std::getenv("BUILD_WORKING_DIRECTORY");
   if (!options.log_dir.empty() && options.log_dir[0] != '/' && caller_dir != nullptr && caller_dir[0] != '\0') {

@@ -15,7 +15,7 @@ work="${TEST_TMPDIR:-/tmp}/lm_logs_test"
 rm -rf "$work" && mkdir -p "$work"
 steps=4
 
-"$cluster" --scenario=lm --steps=$steps --log_dir="$work/logs" >"$work/out.txt" 2>&1 || { cat "$work/out.txt"; fail "the lm scenario failed"; }
+"$cluster" --scenario=lm --steps=$steps --logdir="$work/logs" >"$work/out.txt" 2>&1 || { cat "$work/out.txt"; fail "the lm scenario failed"; }
 grep -q "^lm: step $steps loss" "$work/out.txt" || { cat "$work/out.txt"; fail "no step lines when stdout is not a terminal"; }
 grep -q "^lm: loss, steps/s and tokens/s in $work/logs" "$work/out.txt" || fail "the job does not say where its logs are"
 csv="$work/logs/metrics.csv"
@@ -28,7 +28,7 @@ events=("$work"/logs/events.out.tfevents.*)
 
 # A log_dir that is a file: the job fails, naming it, before training.
 touch "$work/a_file"
-if "$cluster" --scenario=lm --steps=2 --log_dir="$work/a_file" >"$work/bad.txt" 2>&1; then fail "a file as --log_dir passed"; fi
+if "$cluster" --scenario=lm --steps=2 --logdir="$work/a_file" >"$work/bad.txt" 2>&1; then fail "a file as --logdir passed"; fi
 grep -q "a_file" "$work/bad.txt" || { cat "$work/bad.txt"; fail "the error does not name the log_dir"; }
 grep -q "^lm: step 1 loss" "$work/bad.txt" && fail "training started with a bad log_dir"
 
