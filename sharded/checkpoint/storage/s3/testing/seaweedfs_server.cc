@@ -51,14 +51,35 @@ bool PortFree(int port) {
   return ok;
 }
 
-// Free ports for kPortFlags, below 50000 so that port + 10000 is valid; the
-// admin gRPC port is the admin port + 10000.
+// The lowest port the kernel hands out for outgoing connections and bind(0)
+// (net.ipv4.ip_local_port_range; 32768 when unreadable).
+int EphemeralLow() {
+  std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768;
+  if (!(range >> low)) low = 32768;
+  return low;
+}
+
+// Free ports for kPortFlags; the admin gRPC port is the admin port + 10000.
+// All below the kernel's ephemeral range where it leaves room (10000 up to
+// its start): a port checked free there cannot be taken by an outgoing
+// connection before weed binds it -- weed's own parts connect to each other
+// from ephemeral ports as they start, and the S3 gateway starts last (seen
+// as "bind: address already in use" in a full-suite run). Otherwise (a
+// machine with a low ephemeral range) 20000-49999. No two ports 10000 apart
+// (weed derives port + 10000).
 absl::StatusOr<std::vector<int>> PickPorts() {
   constexpr size_t n = std::size(kPortFlags);
   std::mt19937 rng{std::random_device{}()};
-  std::uniform_int_distribution<int> dist(20000, 49999);
+  const int below = EphemeralLow() - 1 - kAdminGrpcOffset;
+  std::uniform_int_distribution<int> dist(below >= 15000 ? 10000 : 20000, below >= 15000 ? below : 49999);
   std::vector<int> ports;
-  auto taken = [&](int p) { return std::find(ports.begin(), ports.end(), p) != ports.end(); };
+  auto taken = [&](int p) {
+    for (int q : {p, p + kAdminGrpcOffset, p - kAdminGrpcOffset}) {
+      if (std::find(ports.begin(), ports.end(), q) != ports.end()) return true;
+    }
+    return false;
+  };
   for (int tries = 0; ports.size() < n && tries < 10000; ++tries) {
     const int p = dist(rng);
     if (taken(p) || !PortFree(p)) continue;
