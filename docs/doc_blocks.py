@@ -330,7 +330,7 @@ class Runner:
         if head == "mpirun":
             at = 1
             while at < len(words) and words[at].startswith("-"):
-                at += 2 if words[at] in ("-np", "-n", "-x", "-H", "--host") else 1
+                at += 2 if words[at] in ("-np", "-n", "-x", "-H", "--host") else 3 if words[at] == "--mca" else 1
             prog = self.program(words[at])
             mpi = ["mpirun", "--oversubscribe", "--bind-to", "none"]
             if os.geteuid() == 0:

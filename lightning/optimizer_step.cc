@@ -3,18 +3,24 @@
 #include <ATen/core/grad_mode.h>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/autocast_compat.h"
 #include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::lightning {
 
 absl::Status AccumulateMicroBatches(LightningModule& module, const DataSource& data, const StepContext& ctx,
-                                    int64_t accumulate, at::Tensor* loss) {
+                                    int64_t accumulate, at::Tensor* loss, bool autocast) {
   return sharded::NoThrow([&]() -> absl::Status {
     double sum = 0;
     for (int64_t i = 0; i < accumulate; ++i) {
       const Batch batch = data.GetBatch(MicroBatchIndex(ctx.step, accumulate, i));
-      SL_ASSIGN_OR_RETURN(at::Tensor micro, module.TrainingStep(batch, ctx));
+      absl::StatusOr<at::Tensor> stepped;
+      {
+        const CpuAutocast scope(autocast);
+        stepped = module.TrainingStep(batch, ctx);
+      }
+      SL_ASSIGN_OR_RETURN(at::Tensor micro, std::move(stepped));
       if (!micro.defined() || micro.numel() != 1) {
         return absl::InvalidArgumentError(absl::StrCat("TrainingStep returned a loss with ",
                                                        micro.defined() ? micro.numel() : 0,

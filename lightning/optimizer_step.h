@@ -31,8 +31,10 @@ inline int64_t MicroBatchIndex(int64_t step, int64_t accumulate, int64_t micro) 
 // scalar). Local: no communication. Errors (also a throw): the first failing
 // micro-batch's, with gradients then partly accumulated (the strategy counts
 // a failed rank's as zeros); InvalidArgument when a loss is not a scalar.
+// `autocast`: TrainingStep (not backward) under CPU autocast to bfloat16
+// (precision "bf16-mixed", lightning/precision.h).
 absl::Status AccumulateMicroBatches(LightningModule& module, const DataSource& data, const StepContext& ctx,
-                                    int64_t accumulate, at::Tensor* loss);
+                                    int64_t accumulate, at::Tensor* loss, bool autocast = false);
 
 }  // namespace shardlight::lightning
 

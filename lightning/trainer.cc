@@ -9,10 +9,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "lightning/gate/collective_probe.h"
 #include "lightning/metrics/metric.h"
 #include "lightning/optimizer_step.h"
+#include "lightning/autocast_compat.h"
+#include "lightning/precision.h"
 #include "lightning/validation_loop.h"
 #include "lightning/state_dict_hooks.h"
 #include "lightning/strategies/ddp_strategy.h"
@@ -60,7 +63,9 @@ struct SavedExtras {
   bool optimizer = false;
   bool step = false;
   bool lr_schedule = false;
+  bool model_checkpoint = false;
 };
+constexpr char kModelCheckpointPrefix[] = "callbacks.model_checkpoint.";
 // Also refuses a checkpoint of another run (trainer.h, "Which run") unless
 // `allow_different_run`; rank 0 then prints what differs.
 absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg,
@@ -73,6 +78,7 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
       mine.optimizer = mine.optimizer || absl::StartsWith(t.key, "optimizer.");
       mine.step = mine.step || t.key == "trainer.step";
       mine.lr_schedule = mine.lr_schedule || absl::StartsWith(t.key, "lr_scheduler.");
+      mine.model_checkpoint = mine.model_checkpoint || absl::StartsWith(t.key, kModelCheckpointPrefix);
     }
     different = DescribeRunDifference(reader.index(), run);
     if (!different.empty() && !allow_different_run) {
@@ -84,7 +90,8 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
     return absl::OkStatus();
   });
   const std::string payload =
-      absl::StrCat(mine.optimizer ? "1" : "0", mine.step ? "1" : "0", mine.lr_schedule ? "1" : "0");
+      absl::StrCat(mine.optimizer ? "1" : "0", mine.step ? "1" : "0", mine.lr_schedule ? "1" : "0",
+                   mine.model_checkpoint ? "1" : "0");
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       sharded::AgreeAndGather(pg, {read, sharded::StableHash(payload), payload},
                                               {absl::StrCat("resume from '", dir, "'"), "checkpoint contents"}));
@@ -92,7 +99,7 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
     std::cout << "resume: the checkpoint in " << dir << " is from a different run (" << different
               << "); resuming it as allow_different_run asks\n";
   }
-  return SavedExtras{all[0][0] == '1', all[0][1] == '1', all[0][2] == '1'};
+  return SavedExtras{all[0][0] == '1', all[0][1] == '1', all[0][2] == '1', all[0][3] == '1'};
 }
 
 // Every callback's hook on this rank, then agreement: one rank's failing
@@ -148,11 +155,47 @@ absl::Status CheckStepOptions(const TrainerOptions& o) {
   return absl::OkStatus();
 }
 
+// The ModelCheckpoint among `callbacks` (null: none), and its conditions,
+// checked before anything collective (trainer.h, model_checkpoint.h).
+absl::StatusOr<ModelCheckpoint*> FindModelCheckpoint(const std::vector<std::shared_ptr<Callback>>& callbacks,
+                                                     const TrainerOptions& o, bool validates) {
+  ModelCheckpoint* found = nullptr;
+  for (const auto& c : callbacks) {
+    auto* mc = dynamic_cast<ModelCheckpoint*>(c.get());
+    if (mc == nullptr) continue;
+    if (found != nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("two ModelCheckpoints among the callbacks (", found->Describe(),
+                                                     ", ", mc->Describe(), "); the checkpoint root keeps one ranking"));
+    }
+    found = mc;
+  }
+  if (found == nullptr) return found;
+  const std::string who = found->Describe();
+  if (o.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(who + " needs checkpoint_dir: the checkpoint root that keeps its best steps");
+  }
+  if (!validates) {
+    return absl::InvalidArgumentError(who + " needs validation: Fit with a validation source and val_check_interval");
+  }
+  if (o.keep_last > 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        who, " and keep_last (", o.keep_last, ") both choose which steps the checkpoint root keeps; set keep_last 0"));
+  }
+  if (o.async_checkpoint) {
+    return absl::InvalidArgumentError(who + " with async_checkpoint is not supported yet; save synchronously");
+  }
+  return found;
+}
+
 // Validation options, checked before anything collective.
 absl::Status CheckValidationOptions(const TrainerOptions& o, int64_t val_batches) {
   if (o.val_check_interval <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("val_check_interval is ", o.val_check_interval,
                                                    "; Fit with a validation source wants it >= 1"));
+  }
+  if (o.num_sanity_val_steps < -1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_sanity_val_steps is ", o.num_sanity_val_steps, "; want >= 0, or -1 for all"));
   }
   if (o.limit_val_batches < 0) {
     return absl::InvalidArgumentError(absl::StrCat("limit_val_batches is ", o.limit_val_batches, "; want >= 0"));
@@ -178,13 +221,15 @@ void ResumeScheduleAtStep(LrSchedule& schedule, const at::Tensor& step, c10d::Pr
 }  // namespace
 
 absl::StatusOr<sharded::StateDict> TrainingStateDict(LightningModule& module, Optimizer& optimizer,
-                                                     const at::Tensor& step, LrSchedule* lr_schedule) {
+                                                     const at::Tensor& step, LrSchedule* lr_schedule,
+                                                     ModelCheckpoint* model_checkpoint) {
   SL_ASSIGN_OR_RETURN(sharded::StateDict model, StateDictOf(module));
   sharded::StateDict dict;
   for (const auto& [key, value] : model.entries()) SL_RETURN_IF_ERROR(dict.Insert("model." + key, value));
   SL_RETURN_IF_ERROR(optimizer.AddStateTo(dict, "optimizer."));
   SL_RETURN_IF_ERROR(dict.Insert("trainer.step", step));
   if (lr_schedule != nullptr) SL_RETURN_IF_ERROR(lr_schedule->AddStateTo(dict, "lr_scheduler."));
+  if (model_checkpoint != nullptr) SL_RETURN_IF_ERROR(model_checkpoint->AddStateTo(dict, kModelCheckpointPrefix));
   return dict;
 }
 
@@ -208,10 +253,24 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
   if (!pg) return absl::InvalidArgumentError("Fit needs a process group");
   TrainState state{pg->getRank(), pg->getSize(), 0, options_.max_steps};
   SL_RETURN_IF_ERROR(CheckStepOptions(options_));
+  SL_ASSIGN_OR_RETURN(const Precision precision, ParsePrecision(options_.precision));
+  SL_RETURN_IF_ERROR(CheckPrecisionSupported(precision, options_.precision,
+                                             options_.strategy != nullptr ? options_.strategy->name() : "ddp"));
+  const bool autocast = precision == Precision::kBf16Mixed;
+  // bf16-true: every floating tensor of a batch in bfloat16 (Lightning's convert_input).
+  std::unique_ptr<DataSource> bf16_data, bf16_val;
+  if (precision == Precision::kBf16True) {
+    bf16_data = Bf16Batches(data);
+    if (val_data != nullptr) bf16_val = Bf16Batches(*val_data);
+  }
+  const DataSource& train_data = bf16_data != nullptr ? *bf16_data : data;
+  if (bf16_val != nullptr) val_data = bf16_val.get();
   const int64_t val_batches = options_.limit_val_batches > 0 ? options_.limit_val_batches
                               : val_data != nullptr        ? val_data->steps_per_epoch()
                                                            : 0;
   if (val_data != nullptr) SL_RETURN_IF_ERROR(CheckValidationOptions(options_, val_batches));
+  SL_ASSIGN_OR_RETURN(model_checkpoint_, FindModelCheckpoint(callbacks_, options_, val_data != nullptr));
+  const bool root = options_.keep_last > 0 || model_checkpoint_ != nullptr;  // checkpoint_dir is a root
   const int64_t accumulate = options_.accumulate_grad_batches;
   if (options_.max_epochs > 0 && data.steps_per_epoch() > 0) {
     state.max_steps = std::min(state.max_steps, options_.max_epochs * (data.steps_per_epoch() / accumulate));
@@ -227,6 +286,8 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
   absl::Status configured = sharded::NoThrow([&]() -> absl::Status {
     const ShardedContext context{pg, state.rank, state.world_size, options_.seed, strategy->mesh()};
     if (configure) SL_RETURN_IF_ERROR(module.ConfigureShardedModel(context));
+    // bf16-true: before the strategy lays the parameters out and the optimizer is built over them.
+    if (precision == Precision::kBf16True) SL_RETURN_IF_ERROR(ConvertModuleToBf16(module));
     // Before the optimizer: it is built over what the strategy laid out.
     SL_ASSIGN_OR_RETURN(parallel, strategy->Setup(module, context));
     SL_ASSIGN_OR_RETURN(OptimizerConfig config, module.ConfigureOptimizersAndSchedule());
@@ -248,7 +309,12 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
   if (!save_options.on_removed && pg->getRank() == 0) save_options.on_removed = PrintedAs("checkpoint: ");
   at::Tensor step = at::zeros({1}, at::kLong);
   lr_schedule_ = lr_schedule.get();
-  SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state, TrainingStateDict(module, *optimizer, step, lr_schedule_));
+  if (model_checkpoint_ != nullptr) {
+    model_checkpoint_->Bind(state.max_steps, options_.val_check_interval);
+    model_checkpoint_->Reset();  // a resume restores its ranking
+  }
+  SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state,
+                      TrainingStateDict(module, *optimizer, step, lr_schedule_, model_checkpoint_));
 
   const bool checkpoints = !options_.checkpoint_dir.empty();
   std::string resumed_from;
@@ -256,9 +322,18 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
     if (options_.keep_last < 0) {
       return absl::InvalidArgumentError(absl::StrCat("keep_last is ", options_.keep_last, "; want >= 0"));
     }
+    // An s3:// checkpoint_dir this job cannot use (no or wrong credentials,
+    // no bucket, a skewed clock) fails here on every rank, naming the
+    // variable or S3's error, before a step is trained. Every rank joins the
+    // agreement (a rank given its own storage probes nothing): a collective
+    // some ranks skip would pair with another one on the others.
+    const absl::Status probed = options_.save_options.storage == nullptr
+                                    ? ckpt::ProbeLocation(options_.checkpoint_dir)
+                                    : absl::OkStatus();
+    SL_RETURN_IF_ERROR(sharded::Agree(*pg, probed, "checkpoint_dir"));
     SL_ASSIGN_OR_RETURN(const Layout layout,
                         CheckpointLayout(options_.checkpoint_dir, options_.save_options.storage.get(), *pg));
-    if (layout == Layout::kRoot && options_.keep_last == 0) {
+    if (layout == Layout::kRoot && !root) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint_dir '", options_.checkpoint_dir, "' is a checkpoint root (it has '", ckpt::kLatestFileName,
           "'), and keep_last is 0 (one plain checkpoint); set keep_last to train into the root"));
@@ -290,12 +365,16 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
   result.resumed_from = resumed_from;
   SL_RETURN_IF_ERROR(
       CallbacksAgree(callbacks_, *pg, "OnTrainStart", [&](Callback& c) { return c.OnTrainStart(state); }));
-  if (val_data != nullptr && state.start_step < state.max_steps) {
+  const int64_t sanity_batches = options_.num_sanity_val_steps < 0
+                                     ? val_batches
+                                     : std::min(options_.num_sanity_val_steps, val_batches);
+  if (val_data != nullptr && state.start_step < state.max_steps && sanity_batches > 0) {
     std::vector<std::string> monitored;
     for (const auto& c : callbacks_) {
       for (const std::string& key : c->MonitoredKeys()) monitored.push_back(key);
     }
-    SL_RETURN_IF_ERROR(CheckMonitoredKeys(module, *val_data, val_batches, *parallel, trainables,
+    const CpuAutocast scope(autocast);
+    SL_RETURN_IF_ERROR(CheckMonitoredKeys(module, *val_data, sanity_batches, *parallel, trainables,
                                           {state.start_step, state.rank, state.world_size, pg}, monitored));
   }
 
@@ -316,9 +395,12 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
     });
   };
 
+  int64_t last_saved = -1;
   auto save = [&](int64_t done) -> absl::Status {
+    if (done == last_saved) return absl::OkStatus();  // a ModelCheckpoint's save of this step came first
     // metrics: rebuilt so metric states are synced and grown (cat) states saved at their current size.
-    SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step, lr_schedule_));
+    SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step, lr_schedule_, model_checkpoint_));
+    last_saved = done;
     if (checkpointer != nullptr) {
       SL_RETURN_IF_ERROR(committed());
       SL_ASSIGN_OR_RETURN(in_flight, checkpointer->Save(checkpoint_state, done));
@@ -327,8 +409,19 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
       });
     }
     std::string saved_in = options_.checkpoint_dir;
-    if (options_.keep_last > 0) {
-      const ckpt::RootSaveOptions root_options{options_.keep_last, save_options};
+    if (root) {
+      ckpt::RootSaveOptions root_options;
+      root_options.keep_last = options_.keep_last;
+      root_options.save = save_options;
+      if (model_checkpoint_ != nullptr) {
+        // The best steps, agreed before anything is written: rank 0 deletes the others after the commit.
+        const std::vector<int64_t> best = model_checkpoint_->BestSteps();
+        const std::string kept = best.empty() ? "no step" : absl::StrCat("steps ", absl::StrJoin(best, ", "));
+        SL_RETURN_IF_ERROR(sharded::AgreeOn(*pg, absl::StatusOr<uint64_t>(sharded::StableHash(kept)),
+                                            {absl::StrCat("checkpoint save of step ", done), "the best steps"}));
+        root_options.keep_steps = best;
+        root_options.keep_why = absl::StrCat(model_checkpoint_->Describe(), " keeps ", kept, " and the newest");
+      }
       SL_RETURN_IF_ERROR(ckpt::SaveToCheckpointRoot(checkpoint_state, options_.checkpoint_dir, done, *pg, root_options));
       saved_in = ckpt::JoinPath(options_.checkpoint_dir, ckpt::StepDirName(done));
     } else {
@@ -346,7 +439,7 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
     SL_RETURN_IF_ERROR(parallel->BeforeStep(s));
     at::Tensor loss;
     const absl::Status local =
-        AccumulateMicroBatches(module, data, {s, state.rank, state.world_size, pg}, accumulate, &loss);
+        AccumulateMicroBatches(module, train_data, {s, state.rank, state.world_size, pg}, accumulate, &loss, autocast);
     SL_RETURN_IF_ERROR(parallel->ReduceGradients(trainables, local, absl::StrCat("training step ", s)));
     if (options_.gradient_clip_norm > 0) {
       SL_RETURN_IF_ERROR(
@@ -375,8 +468,13 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
       return c.OnStepEnd(state, done, result.losses.back());
     }));
     if (val_data != nullptr && done % options_.val_check_interval == 0) {
-      SL_ASSIGN_OR_RETURN(auto metrics, RunValidation(module, *val_data, val_batches, *parallel, trainables,
-                                                      {done, state.rank, state.world_size, pg}));
+      absl::StatusOr<std::map<std::string, double>> validated;
+      {
+        const CpuAutocast scope(autocast);  // bf16-mixed: ValidationStep under autocast too
+        validated = RunValidation(module, *val_data, val_batches, *parallel, trainables,
+                                  {done, state.rank, state.world_size, pg});
+      }
+      SL_ASSIGN_OR_RETURN(auto metrics, std::move(validated));
       result.validations.emplace_back(done, metrics);
       SL_RETURN_IF_ERROR(CallbacksAgree(callbacks_, *pg, "OnValidationEnd", [&](Callback& c) {
         return c.OnValidationEnd(state, done, metrics);
@@ -384,6 +482,8 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
       bool stop = false;
       for (const auto& c : callbacks_) stop = stop || c->ShouldStop();
       SL_RETURN_IF_ERROR(sharded::AgreeOn(*pg, absl::StatusOr<uint64_t>(stop ? 1 : 2), {"early stopping", "whether to stop"}));
+      // A step that entered the ModelCheckpoint's best k is saved now.
+      if (model_checkpoint_ != nullptr && model_checkpoint_->Entered(done)) SL_RETURN_IF_ERROR(save(done));
       if (stop && done < state.max_steps) {
         result.stopped_early = true;
         state.max_steps = done;  // the save after the loop is this step's
@@ -549,6 +649,9 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
   }
   if (extras.step) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
   if (lr_schedule_ != nullptr && extras.lr_schedule) SL_RETURN_IF_ERROR(lr_schedule_->AddStateTo(target, "lr_scheduler."));
+  if (model_checkpoint_ != nullptr && extras.model_checkpoint) {
+    SL_RETURN_IF_ERROR(model_checkpoint_->AddStateTo(target, kModelCheckpointPrefix));
+  }
   ckpt::LoadOptions load;
   load.verify_before_write = true;  // a damaged checkpoint changes nothing
   load.storage = options_.save_options.storage;
@@ -557,6 +660,13 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
       sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
   SL_RETURN_IF_ERROR(sharded::Agree(pg, loaded, "resume"));
   if (lr_schedule_ != nullptr && !extras.lr_schedule) ResumeScheduleAtStep(*lr_schedule_, step, pg, dir);
+  if (model_checkpoint_ != nullptr) {
+    model_checkpoint_->RestoreFromState();
+    if (!extras.model_checkpoint && pg.getRank() == 0) {
+      std::cout << "resume: the checkpoint in " << dir << " holds no ModelCheckpoint state: "
+                << model_checkpoint_->Describe() << " ranks from this run's validations only\n";
+    }
+  }
   return absl::OkStatus();
 }
 

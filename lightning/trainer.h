@@ -19,6 +19,13 @@
 // to max_steps there, so a warm-up longer than the run is an error on every
 // rank ("configure failed on rank R: ... warmup_steps ...") before training.
 //
+// With a ModelCheckpoint among the callbacks (lightning/model_checkpoint.h),
+// checkpoint_dir is a root keeping its best save_top_k validated steps by
+// its monitor plus `latest` (keep_last must then be 0): a step whose
+// validation enters the best k is saved right after it, the checkpoint_every
+// and end saves as below; the root's retention deletes what fell out once
+// the new save is committed.
+//
 // Where checkpoints go (like Lightning's ModelCheckpoint with
 // every_n_train_steps = checkpoint_every and save_top_k = keep_last):
 // keep_last == 0 keeps one plain checkpoint in checkpoint_dir, replaced by
@@ -111,6 +118,7 @@
 #include "absl/status/statusor.h"
 #include "lightning/callback.h"
 #include "lightning/lightning_module.h"
+#include "lightning/model_checkpoint.h"
 #include "lightning/run_fingerprint.h"
 #include "lightning/strategies/strategy.h"
 #include "sharded/checkpoint/async/async_checkpointer.h"
@@ -189,6 +197,14 @@ struct TrainerOptions {
   int64_t val_check_interval = 0;
   // Validation batches a run (0: the validation source's steps_per_epoch).
   int64_t limit_val_batches = 0;
+  // Lightning's num_sanity_val_steps: validation batches run before the
+  // first step to check that every monitored key is logged (-1: all of a
+  // run's; 0: none -- a key not logged then fails every rank at the first
+  // validation, naming it).
+  int64_t num_sanity_val_steps = 2;
+  // Lightning's precision: "32-true", "bf16-mixed" or "bf16-true"
+  // (lightning/precision.h); another string fails every rank before training.
+  std::string precision = "32-true";
   bool async_checkpoint = false;
   int64_t async_staging_bytes = int64_t{256} << 20;
   std::shared_ptr<const sharded::GroupFactory> groups;
@@ -241,13 +257,16 @@ class Trainer {
   std::vector<std::shared_ptr<Callback>> callbacks_;
   RunFingerprint run_;  // this Fit's (set before a resume)
   LrSchedule* lr_schedule_ = nullptr;  // this Fit's, if its module configured one
+  ModelCheckpoint* model_checkpoint_ = nullptr;  // among callbacks_, if one is
 };
 
 // The state a checkpoint holds for (module, optimizer, step), sharing storage
 // with them: saving it saves them, loading into it restores them in place.
 // With an LR schedule, its state too, under "lr_scheduler.".
+// With a ModelCheckpoint, its ranking under "callbacks.model_checkpoint.".
 absl::StatusOr<sharded::StateDict> TrainingStateDict(LightningModule& module, Optimizer& optimizer,
-                                                     const at::Tensor& step, LrSchedule* lr_schedule = nullptr);
+                                                     const at::Tensor& step, LrSchedule* lr_schedule = nullptr,
+                                                     ModelCheckpoint* model_checkpoint = nullptr);
 
 }  // namespace shardlight::lightning
 

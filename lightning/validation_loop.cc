@@ -71,7 +71,7 @@ absl::Status CheckMonitoredKeys(LightningModule& module, const DataSource& val_d
                                 StrategyRun& parallel, const Trainables& trainables, const StepContext& ctx,
                                 const std::vector<std::string>& monitored) {
   SL_ASSIGN_OR_RETURN(const auto metrics,
-                      RunValidation(module, val_data, std::min<int64_t>(2, batches), parallel, trainables, ctx));
+                      RunValidation(module, val_data, batches, parallel, trainables, ctx));
   for (const std::string& key : monitored) {
     if (metrics.count(key) == 0) {
       return absl::InvalidArgumentError(absl::StrCat("monitor '", key, "' is not logged by ValidationStep (it logs: ",

@@ -11,7 +11,8 @@
 // (lightning/callbacks/) monitor them.
 //
 // Before the first training step a sanity pass (Lightning's
-// num_sanity_val_steps) runs the first min(2, n) batches and checks that
+// num_sanity_val_steps, TrainerOptions::num_sanity_val_steps: 2 by default,
+// -1 all n, 0 none) runs the first min(that, n) batches and checks that
 // every monitored key is logged: InvalidArgument naming the key and what is
 // logged, on every rank, before anything trains.
 #ifndef SHARDLIGHT_LIGHTNING_VALIDATION_LOOP_H_
@@ -40,7 +41,7 @@ absl::StatusOr<std::map<std::string, double>> RunValidation(LightningModule& mod
                                                             int64_t batches, StrategyRun& parallel,
                                                             const Trainables& trainables, const StepContext& ctx);
 
-// Collective. The sanity pass: RunValidation over the first min(2, batches)
+// Collective. The sanity pass: RunValidation over the first `batches`
 // batches, then InvalidArgument on every rank when a key of `monitored` is
 // not logged ("monitor 'k' is not logged by ValidationStep (it logs: ...)").
 absl::Status CheckMonitoredKeys(LightningModule& module, const DataSource& val_data, int64_t batches,

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sharded/utf8.h"
 
 namespace shardlight::sharded {
 namespace {
@@ -41,24 +42,6 @@ int32_t NextCodePoint(absl::string_view text, size_t* i) {
   }
   *i += static_cast<size_t>(n) + 1;
   return cp;
-}
-
-void AppendUtf8(int32_t cp, std::string* out) {
-  if (cp < 0x80) {
-    out->push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
 }
 
 // Python's str.isprintable for the characters that matter in practice:
@@ -311,7 +294,7 @@ class Parser {
       } else if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
         return Error("an escape of a surrogate or of no code point");
       } else {
-        AppendUtf8(cp, &value);
+        AppendUtf8(static_cast<uint32_t>(cp), &value);
       }
     }
     *out = bytes ? PlainValue::Bytes(std::move(value)) : PlainValue::Str(std::move(value));

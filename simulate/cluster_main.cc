@@ -15,6 +15,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "simulate/lm_scenario.h"
 #include "simulate/scenario.h"
 #include "simulate/core/simulated_cluster.h"
 #include "flags/directory_flag.h"
@@ -36,6 +37,9 @@ ABSL_FLAG(bool, async_checkpoint, false,
 ABSL_FLAG(std::string, logdir, "lm_logs",
           "lm scenario: where the 2x2 run's metrics.csv and TensorBoard event file go; relative to the directory "
           "`bazel run` was called from (empty: no logs)");
+ABSL_FLAG(std::string, strategy, "model_parallel",
+          "lm scenario: the Trainer's strategy -- model_parallel (DP x TP on a 2x2 mesh), fsdp (fully sharded, one "
+          "unit per block) or ddp (the last two data parallel on 4 ranks)");
 ABSL_FLAG(std::string, fault, "",
           "train scenario: inject a fault plan, e.g. crash:rank=1,step=3, save-crash:rank=2,step=2, "
           "delay:rank=0,step=2,ms=200, timeout:rank=1,step=3");
@@ -67,6 +71,7 @@ int Main() {
     options.log_dir = absl::StrCat(caller_dir, "/", options.log_dir);
   }
   options.progress_bar = isatty(STDOUT_FILENO) != 0;  // a bar on a terminal, plain lines otherwise
+  options.strategy = absl::GetFlag(FLAGS_strategy);
   if (options.log_every < 0) {
     std::cerr << "cluster: --log_every must be >= 0\n";
     return 2;
@@ -93,6 +98,16 @@ int Main() {
   if (scenario == nullptr) {
     std::cerr << "cluster: unknown --scenario='" << name << "'; known scenarios:" << ScenarioList() << "\n";
     return 2;
+  }
+  if (name != "lm" && options.strategy != "model_parallel") {
+    std::cerr << "cluster: --strategy applies to --scenario=lm; scenario '" << name << "' would ignore it\n";
+    return 2;
+  }
+  if (name == "lm") {
+    if (absl::Status checked = CheckLmScenarioStrategy(options); !checked.ok()) {
+      std::cerr << "cluster: " << checked.message() << "\n";
+      return 2;
+    }
   }
   if (scenario->check == nullptr && !options.fault.empty()) {
     std::cerr << "cluster: --fault applies to --scenario=train; scenario '" << name << "' would ignore it\n";

@@ -1,13 +1,21 @@
 #include "simulate/gpt_model.h"
 
 #include <ATen/core/grad_mode.h>
+#include <torch/nn/modules/embedding.h>
+#include <torch/nn/modules/linear.h>
+#include <torch/nn/modules/normalization.h>
 
 #include <cmath>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/tp/layer_norm.h"
+#include "lightning/tp/mesh_optimizer.h"
+#include "lightning/tp/parallel_linear.h"
 #include "lightning/tp/vocab_parallel_cross_entropy.h"
+#include "lightning/tp/vocab_parallel_embedding.h"
 #include "sharded/agreement.h"
+#include "sharded/global_random.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/status_macros.h"
 
@@ -15,13 +23,113 @@ namespace shardlight::simulate {
 
 namespace tp = lightning::tp;
 
+// A decoder block: its submodules registered under the checkpoint keys
+// (ln1, attn.{q,k,v,proj}, ln2, mlp.{fc,proj}), its layers as callables of
+// either build.
 struct GptModel::Block : public lightning::ShardedModule {
   Block() : ShardedModule("GptBlock") {}
-  std::shared_ptr<tp::ReplicatedLayerNorm> ln1, ln2;
-  std::shared_ptr<lightning::ShardedModule> attn, mlp;
-  std::shared_ptr<tp::ColumnParallelLinear> q, k, v, fc;
-  std::shared_ptr<tp::RowParallelLinear> attn_proj, mlp_proj;
+  // Registers the layers (ln1, attn.{q,k,v,proj}, ln2, mlp.{fc,proj}, in
+  // this order) and keeps their forwards.
+  template <typename N, typename C, typename R>
+  void Assemble(N ln1_m, C q_m, C k_m, C v_m, R attn_proj_m, N ln2_m, C fc_m, R mlp_proj_m);
+  Layer ln1, ln2, q, k, v, attn_proj, fc, mlp_proj;
 };
+
+namespace {
+
+// A layer's Forward as a GptModel::Layer: a TP layer's Forward, a torch::nn
+// module's forward.
+template <typename L>
+std::function<at::Tensor(const at::Tensor&)> LayerOf(std::shared_ptr<L> layer) {
+  return [layer](const at::Tensor& x) { return layer->Forward(x); };
+}
+template <typename M>
+std::function<at::Tensor(const at::Tensor&)> LayerOf(torch::nn::ModuleHolder<M> module) {
+  return [module](const at::Tensor& x) mutable { return module->forward(x); };
+}
+
+// N(0, std^2) by global index from `seed`, as tp::MakeParameter fills a
+// whole parameter (float32, then scaled): the TP build's values at TP = 1.
+at::Tensor NormalInit(at::IntArrayRef sizes, double std, uint64_t seed) {
+  at::Tensor t = at::empty(sizes, at::kFloat);
+  const std::vector<int64_t> offsets(sizes.size(), 0);
+  sharded::FillGlobalRandom(t, offsets, sizes.vec(), seed, sharded::RandomKind::kNormal);
+  return t.mul_(std);
+}
+
+// A dense Linear(in, out) with the TP layers' initial values: weight
+// NormalInit [out, in], bias zeros.
+torch::nn::Linear DenseLinear(int64_t in, int64_t out, bool bias, double std, uint64_t seed) {
+  torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(bias));
+  at::NoGradGuard no_grad;
+  linear->weight.copy_(NormalInit({out, in}, std, seed));
+  if (bias) linear->bias.zero_();
+  return linear;
+}
+
+torch::nn::LayerNorm DenseLayerNorm(int64_t dim) {
+  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(1e-5));  // weight ones, bias zeros
+}
+
+// torch.optim.AdamW with GPT's two parameter groups, over the trainables of
+// the dense build: decoupled weight decay on tensors of 2 or more dims
+// (matrices, embeddings; a dim-0 shard keeps its dims), none on biases and
+// norm gains -- as tp::MeshAdamW. AdamW's first operation on a parameter is
+// the decay (param *= 1 - lr * weight_decay) and nothing after it reads the
+// old value, so decaying here and then stepping lightning::AdamW without
+// decay is AdamW's update, operation for operation. State and keys are
+// lightning::AdamW's.
+class GptAdamW : public lightning::Optimizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<GptAdamW>> Create(lightning::Trainables trainables,
+                                                          const tp::AdamWOptions& o) {
+    if (!(o.weight_decay >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("AdamW options: weight_decay ", o.weight_decay, " must be >= 0"));
+    }
+    SL_ASSIGN_OR_RETURN(std::unique_ptr<lightning::AdamW> adam,
+                        lightning::AdamW::Create(trainables, {o.lr, o.beta1, o.beta2, o.eps, /*weight_decay=*/0.0}));
+    return std::unique_ptr<GptAdamW>(new GptAdamW(std::move(trainables), std::move(adam), o.weight_decay));
+  }
+  void Step() override {
+    if (weight_decay_ != 0) {
+      at::NoGradGuard no_grad;
+      const double keep = 1 - adam_->lr() * weight_decay_;
+      for (const at::Tensor& p : trainables_.LocalTensors()) {
+        if (p.dim() >= 2 && p.grad().defined()) p.mul_(keep);
+      }
+    }
+    adam_->Step();
+  }
+  absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override {
+    return adam_->AddStateTo(dict, prefix);
+  }
+  double lr() const override { return adam_->lr(); }
+
+ private:
+  GptAdamW(lightning::Trainables trainables, std::unique_ptr<lightning::AdamW> adam, double weight_decay)
+      : Optimizer(std::move(trainables)), adam_(std::move(adam)), weight_decay_(weight_decay) {}
+  void SetLr(double lr) override { (void)adam_->set_lr(lr); }
+  std::unique_ptr<lightning::AdamW> adam_;
+  double weight_decay_;
+};
+
+}  // namespace
+
+template <typename N, typename C, typename R>
+void GptModel::Block::Assemble(N ln1_m, C q_m, C k_m, C v_m, R attn_proj_m, N ln2_m, C fc_m, R mlp_proj_m) {
+  register_module("ln1", ln1_m);
+  auto attn = register_module("attn", std::make_shared<lightning::ShardedModule>("Attention"));
+  attn->register_module("q", q_m);
+  attn->register_module("k", k_m);
+  attn->register_module("v", v_m);
+  attn->register_module("proj", attn_proj_m);
+  register_module("ln2", ln2_m);
+  auto mlp = register_module("mlp", std::make_shared<lightning::ShardedModule>("Mlp"));
+  mlp->register_module("fc", fc_m);
+  mlp->register_module("proj", mlp_proj_m);
+  ln1 = LayerOf(ln1_m), ln2 = LayerOf(ln2_m), q = LayerOf(q_m), k = LayerOf(k_m), v = LayerOf(v_m);
+  attn_proj = LayerOf(attn_proj_m), fc = LayerOf(fc_m), mlp_proj = LayerOf(mlp_proj_m);
+}
 
 absl::Status CheckGptOptions(const GptOptions& o, int64_t tp_size) {
   if (o.vocab < 1 || o.dim < 1 || o.heads < 1 || o.layers < 1 || o.context < 1 || o.mlp_hidden < 1) {
@@ -54,59 +162,124 @@ absl::Status CheckGptOptions(const GptOptions& o, int64_t tp_size) {
 GptModel::GptModel(GptOptions options, tp::AdamWOptions adam)
     : LightningModule("GptModel"), options_(options), adam_(adam) {}
 
+std::vector<std::string> GptModel::FsdpUnits(const GptOptions& options) {
+  std::vector<std::string> units;
+  for (int64_t i = 0; i < options.layers; ++i) units.push_back(absl::StrCat("block", i));
+  return units;
+}
+
+c10::intrusive_ptr<c10d::ProcessGroup> GptModel::dp_group() const {
+  return tensor_parallel() ? tp_.mesh->group(0) : dense_group_;
+}
+
 absl::Status GptModel::ConfigureShardedModel(const lightning::ShardedContext& ctx) {
   absl::Status setup = absl::OkStatus();
-  if (ctx.mesh == nullptr || ctx.mesh->ndim() != 2) {
+  if (ctx.mesh == nullptr) {
+    setup = CheckGptOptions(options_, 1);
+  } else if (ctx.mesh->ndim() != 2) {
     setup = absl::InvalidArgumentError(
-        "GptModel is laid out on a 2-d device mesh (data parallel x tensor parallel): train it with "
-        "ModelParallelStrategy");
+        "GptModel is laid out on a 2-d device mesh (data parallel x tensor parallel) under ModelParallelStrategy, "
+        "or densely without a mesh (ddp, fsdp)");
   } else {
     absl::StatusOr<tp::TpMesh> tpm = tp::TpMesh::Of(ctx.mesh, 1);
     setup = tpm.ok() ? CheckGptOptions(options_, tpm->tp_size()) : tpm.status();
     if (tpm.ok()) tp_ = *std::move(tpm);
   }
   SL_RETURN_IF_ERROR(sharded::Agree(*ctx.pg, setup, "GPT model setup"));
+  if (tensor_parallel()) {
+    dp_rank_ = tp_.mesh->coords()[0];
+    dp_size_ = tp_.mesh->size(0);
+    SL_RETURN_IF_ERROR(BuildTensorParallel(ctx.seed * 1000));
+  } else {
+    dense_group_ = ctx.pg;
+    dp_rank_ = ctx.rank;
+    dp_size_ = ctx.world_size;
+    SL_RETURN_IF_ERROR(BuildDense(ctx.seed * 1000));
+  }
+  if (options_.dtype != at::kFloat) {
+    // Widened in place (as Module::to does): the layers read their weights
+    // through the members and parameters on every forward, so nothing else
+    // holds the old data.
+    at::NoGradGuard no_grad;
+    for (auto& [key, m] : lightning::MeshMembers(*this, "")) m->local().set_data(m->local().to(options_.dtype));
+    for (at::Tensor& p : parameters()) p.set_data(p.to(options_.dtype));
+  }
+  return absl::OkStatus();
+}
+
+// Seeds: tok, pos, then per block q, k, v, attn.proj, mlp.fc, mlp.proj, then
+// the head, each the next of `seed` -- the same in both builds.
+absl::Status GptModel::BuildTensorParallel(uint64_t seed) {
   const GptOptions& o = options_;
-  uint64_t seed = ctx.seed * 1000;
   const double proj_std = o.init_std / std::sqrt(2.0 * static_cast<double>(o.layers));
-  SL_ASSIGN_OR_RETURN(tok_, tp::VocabParallelEmbedding::Create(tp_, {o.vocab, o.dim, o.init_std, ++seed}));
-  register_module("tok", tok_);
-  pos_ = register_module("pos", std::make_shared<lightning::ShardedModule>("Positions"));
-  SL_ASSIGN_OR_RETURN(sharded::mesh::MeshTensor pos,
+  SL_ASSIGN_OR_RETURN(auto tok, tp::VocabParallelEmbedding::Create(tp_, {o.vocab, o.dim, o.init_std, ++seed}));
+  register_module("tok", tok);
+  tok_ = LayerOf(tok);
+  auto pos = register_module("pos", std::make_shared<lightning::ShardedModule>("Positions"));
+  SL_ASSIGN_OR_RETURN(sharded::mesh::MeshTensor pos_weight,
                       tp::MakeParameter(tp_, {{o.context, o.dim}, -1, tp::ParamInit::kNormal, o.init_std, ++seed}));
-  SL_RETURN_IF_ERROR(pos_->RegisterMeshTensor("weight", std::move(pos)));
+  SL_RETURN_IF_ERROR(pos->RegisterMeshTensor("weight", std::move(pos_weight)));
+  positions_ = [pos] { return pos->mesh_tensor("weight")->local(); };
   for (int64_t i = 0; i < o.layers; ++i) {
     auto b = std::make_shared<Block>();
-    SL_ASSIGN_OR_RETURN(b->ln1, tp::ReplicatedLayerNorm::Create(tp_, o.dim));
-    SL_ASSIGN_OR_RETURN(b->ln2, tp::ReplicatedLayerNorm::Create(tp_, o.dim));
-    SL_ASSIGN_OR_RETURN(b->q, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.dim, true, o.init_std, ++seed}));
-    SL_ASSIGN_OR_RETURN(b->k, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.dim, true, o.init_std, ++seed}));
-    SL_ASSIGN_OR_RETURN(b->v, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.dim, true, o.init_std, ++seed}));
-    SL_ASSIGN_OR_RETURN(b->attn_proj, tp::RowParallelLinear::Create(tp_, {o.dim, o.dim, true, proj_std, ++seed}));
-    SL_ASSIGN_OR_RETURN(b->fc, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.mlp_hidden, true, o.init_std, ++seed}));
-    SL_ASSIGN_OR_RETURN(b->mlp_proj, tp::RowParallelLinear::Create(tp_, {o.mlp_hidden, o.dim, true, proj_std, ++seed}));
-    b->register_module("ln1", b->ln1);
-    b->attn = b->register_module("attn", std::make_shared<lightning::ShardedModule>("Attention"));
-    b->attn->register_module("q", b->q);
-    b->attn->register_module("k", b->k);
-    b->attn->register_module("v", b->v);
-    b->attn->register_module("proj", b->attn_proj);
-    b->register_module("ln2", b->ln2);
-    b->mlp = b->register_module("mlp", std::make_shared<lightning::ShardedModule>("Mlp"));
-    b->mlp->register_module("fc", b->fc);
-    b->mlp->register_module("proj", b->mlp_proj);
+    SL_ASSIGN_OR_RETURN(auto ln1, tp::ReplicatedLayerNorm::Create(tp_, o.dim));
+    SL_ASSIGN_OR_RETURN(auto ln2, tp::ReplicatedLayerNorm::Create(tp_, o.dim));
+    SL_ASSIGN_OR_RETURN(auto q, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.dim, true, o.init_std, ++seed}));
+    SL_ASSIGN_OR_RETURN(auto k, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.dim, true, o.init_std, ++seed}));
+    SL_ASSIGN_OR_RETURN(auto v, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.dim, true, o.init_std, ++seed}));
+    SL_ASSIGN_OR_RETURN(auto attn_proj, tp::RowParallelLinear::Create(tp_, {o.dim, o.dim, true, proj_std, ++seed}));
+    SL_ASSIGN_OR_RETURN(auto fc, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.mlp_hidden, true, o.init_std, ++seed}));
+    SL_ASSIGN_OR_RETURN(auto mlp_proj, tp::RowParallelLinear::Create(tp_, {o.mlp_hidden, o.dim, true, proj_std, ++seed}));
+    b->Assemble(ln1, q, k, v, attn_proj, ln2, fc, mlp_proj);
     blocks_.push_back(register_module(absl::StrCat("block", i), b));
   }
-  SL_ASSIGN_OR_RETURN(ln_f_, tp::ReplicatedLayerNorm::Create(tp_, o.dim));
-  register_module("ln_f", ln_f_);
-  SL_ASSIGN_OR_RETURN(head_, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.vocab, false, o.init_std, ++seed}));
-  register_module("head", head_);
-  if (o.dtype != at::kFloat) {
-    // Widened in place (as Module::to does): the layers read their weights
-    // through the members on every forward, so nothing else holds the old data.
-    at::NoGradGuard no_grad;
-    for (auto& [key, m] : lightning::MeshMembers(*this, "")) m->local().set_data(m->local().to(o.dtype));
+  SL_ASSIGN_OR_RETURN(auto ln_f, tp::ReplicatedLayerNorm::Create(tp_, o.dim));
+  register_module("ln_f", ln_f);
+  ln_f_ = LayerOf(ln_f);
+  SL_ASSIGN_OR_RETURN(auto head, tp::ColumnParallelLinear::Create(tp_, {o.dim, o.vocab, false, o.init_std, ++seed}));
+  register_module("head", head);
+  head_ = LayerOf(head);
+  const int64_t vocab_start = tp::VocabRange(tp_, o.vocab).first;
+  const tp::TpMesh tpm = tp_;
+  loss_ = [vocab_start, tpm](const at::Tensor& logits, const at::Tensor& targets) {
+    return tp::VocabParallelCrossEntropy(logits, targets, vocab_start, tpm.tp_group());
+  };
+  return absl::OkStatus();
+}
+
+absl::Status GptModel::BuildDense(uint64_t seed) {
+  const GptOptions& o = options_;
+  const double proj_std = o.init_std / std::sqrt(2.0 * static_cast<double>(o.layers));
+  at::NoGradGuard no_grad;
+  torch::nn::Embedding tok(o.vocab, o.dim);
+  tok->weight.copy_(NormalInit({o.vocab, o.dim}, o.init_std, ++seed));
+  register_module("tok", tok);
+  tok_ = LayerOf(tok);
+  auto pos = register_module("pos", std::make_shared<lightning::ShardedModule>("Positions"));
+  at::Tensor pos_weight = pos->register_parameter("weight", NormalInit({o.context, o.dim}, o.init_std, ++seed));
+  positions_ = [pos_weight] { return pos_weight; };
+  for (int64_t i = 0; i < o.layers; ++i) {
+    auto b = std::make_shared<Block>();
+    auto ln1 = DenseLayerNorm(o.dim), ln2 = DenseLayerNorm(o.dim);
+    auto q = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed);
+    auto k = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed);
+    auto v = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed);
+    auto attn_proj = DenseLinear(o.dim, o.dim, true, proj_std, ++seed);
+    auto fc = DenseLinear(o.dim, o.mlp_hidden, true, o.init_std, ++seed);
+    auto mlp_proj = DenseLinear(o.mlp_hidden, o.dim, true, proj_std, ++seed);
+    b->Assemble(ln1, q, k, v, attn_proj, ln2, fc, mlp_proj);
+    blocks_.push_back(register_module(absl::StrCat("block", i), b));
   }
+  auto ln_f = DenseLayerNorm(o.dim);
+  register_module("ln_f", ln_f);
+  ln_f_ = LayerOf(ln_f);
+  auto head = DenseLinear(o.dim, o.vocab, false, o.init_std, ++seed);
+  register_module("head", head);
+  head_ = LayerOf(head);
+  loss_ = [](const at::Tensor& logits, const at::Tensor& targets) {
+    return at::cross_entropy_loss(logits, targets, /*weight=*/{}, at::Reduction::None, /*ignore_index=*/-100,
+                                  /*label_smoothing=*/0.0);
+  };
   return absl::OkStatus();
 }
 
@@ -117,14 +290,20 @@ absl::StatusOr<at::Tensor> GptModel::TrainingStep(const lightning::Batch& batch,
                                                    "with T <= ", options_.context, "; got ", batch.size(), " tensors"));
   }
   const int64_t samples = batch[0].size(0), tokens = batch[0].numel();
-  const auto [first, count] = sharded::ChunkRanges(samples, tp_.mesh->size(0))[tp_.mesh->coords()[0]];
+  const auto [first, count] = sharded::ChunkRanges(samples, dp_size_)[dp_rank_];
   return TokenLosses(batch[0].narrow(0, first, count), batch[1].narrow(0, first, count)).sum() /
          static_cast<double>(tokens);
 }
 
 absl::StatusOr<std::unique_ptr<lightning::Optimizer>> GptModel::ConfigureOptimizers() {
-  SL_ASSIGN_OR_RETURN(std::unique_ptr<tp::MeshAdamWOptimizer> adam,
-                      tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this), adam_));
+  if (tensor_parallel()) {
+    SL_ASSIGN_OR_RETURN(std::unique_ptr<tp::MeshAdamWOptimizer> adam,
+                        tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this), adam_));
+    optimizer_ = adam.get();
+    return std::unique_ptr<lightning::Optimizer>(std::move(adam));
+  }
+  // Trainables of the module as the strategy left it (fsdp: the shards).
+  SL_ASSIGN_OR_RETURN(std::unique_ptr<GptAdamW> adam, GptAdamW::Create(lightning::TrainablesOf(*this), adam_));
   optimizer_ = adam.get();
   return std::unique_ptr<lightning::Optimizer>(std::move(adam));
 }
@@ -132,25 +311,22 @@ absl::StatusOr<std::unique_ptr<lightning::Optimizer>> GptModel::ConfigureOptimiz
 at::Tensor GptModel::TokenLosses(const at::Tensor& ids, const at::Tensor& targets) {
   const int64_t batch = ids.size(0), t = ids.size(1);
   const int64_t head_dim = options_.dim / options_.heads;
-  const int64_t local_heads = options_.heads / tp_.tp_size();
-  at::Tensor x = tok_->Forward(ids) + pos_->mesh_tensor("weight")->local().narrow(0, 0, t);
+  const int64_t local_heads = options_.heads / (tensor_parallel() ? tp_.tp_size() : 1);
+  at::Tensor x = tok_(ids) + positions_().narrow(0, 0, t);
   const at::Tensor causal = at::ones({t, t}, at::kBool).triu(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
   for (const auto& b : blocks_) {
-    const at::Tensor h = b->ln1->Forward(x);
+    const at::Tensor h = b->ln1(x);
     // [B, T, local heads * head_dim] -> [B, local heads, T, head_dim].
     auto heads = [&](const at::Tensor& y) { return y.view({batch, t, local_heads, head_dim}).transpose(1, 2); };
-    const at::Tensor q = heads(b->q->Forward(h)), k = heads(b->k->Forward(h)), v = heads(b->v->Forward(h));
+    const at::Tensor q = heads(b->q(h)), k = heads(b->k(h)), v = heads(b->v(h));
     const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul(scale).masked_fill(causal, -std::numeric_limits<float>::infinity());
     const at::Tensor attended = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({batch, t, local_heads * head_dim});
-    x = x + b->attn_proj->Forward(attended);
-    x = x + b->mlp_proj->Forward(at::gelu(b->fc->Forward(b->ln2->Forward(x))));
+    x = x + b->attn_proj(attended);
+    x = x + b->mlp_proj(at::gelu(b->fc(b->ln2(x))));
   }
-  const at::Tensor logits = head_->Forward(ln_f_->Forward(x));  // [B, T, local vocab]
-  const auto [vocab_start, local_vocab] = tp::VocabRange(tp_, options_.vocab);
-  return tp::VocabParallelCrossEntropy(logits.reshape({batch * t, local_vocab}), targets.reshape({-1}), vocab_start,
-                                       tp_.tp_group())
-      .view({batch, t});
+  const at::Tensor logits = head_(ln_f_(x));  // [B, T, local vocab]
+  return loss_(logits.reshape({batch * t, logits.size(-1)}), targets.reshape({-1})).view({batch, t});
 }
 
 }  // namespace shardlight::simulate

@@ -14,32 +14,39 @@
 // {weight,bias}", "ln_f.{weight,bias}", "head.weight". Initial values are
 // functions of the seed and global index (the same model on any mesh).
 //
-// A LightningModule trained by lightning::Trainer with ModelParallelStrategy
-// (lightning/strategies/model_parallel_strategy.h): ConfigureShardedModel
-// builds the layers on the mesh the strategy hands it (dim 0 data parallel,
-// dim 1 tensor parallel); TrainingStep takes a global batch (ids, targets
-// [B, T] int64), computes this rank's DP share (torch.chunk of the B samples
-// by the DP coordinate) and returns its part of the mean token
-// cross-entropy of the global batch (sum over its tokens / (B * T)), the same
-// on every TP rank; ConfigureOptimizers is AdamW over the mesh members
-// (tp::MeshAdamWOptimizer with the AdamWOptions given).
+// A LightningModule trained by lightning::Trainer under every strategy:
+//  - model_parallel (lightning/strategies/model_parallel_strategy.h):
+//    ConfigureShardedModel builds the layers on the mesh the strategy hands
+//    it (dim 0 data parallel, dim 1 tensor parallel), AdamW over the mesh
+//    members (tp::MeshAdamWOptimizer);
+//  - ddp and fsdp (no mesh in the context): dense layers (torch::nn Linear,
+//    LayerNorm, Embedding; full logits, a plain cross-entropy), the same keys
+//    and initial values as the TP build, data parallel over the whole
+//    group, AdamW over the module's trainables (lightning::AdamW; weight
+//    decay on >= 2-dim tensors only, as MeshAdamW). Under fsdp each block is a unit (FsdpUnits(): fully_shard
+//    per block, the root holds the rest). A 1x1 model_parallel run, a W=1
+//    ddp run and a W=1 fsdp run train the same model.
+// TrainingStep takes a global batch (ids, targets [B, T] int64), computes
+// this rank's DP share (torch.chunk of the B samples by the DP coordinate)
+// and returns its part of the mean token cross-entropy of the global batch
+// (sum over its tokens / (B * T)), the same on every TP rank.
 #ifndef SHARDLIGHT_SIMULATE_GPT_MODEL_H_
 #define SHARDLIGHT_SIMULATE_GPT_MODEL_H_
 
 #include <ATen/ATen.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lightning/lightning_module.h"
-#include "lightning/tp/layer_norm.h"
-#include "lightning/tp/mesh_optimizer.h"
-#include "lightning/tp/parallel_linear.h"
+#include "lightning/optimizer.h"
+#include "lightning/tp/mesh_adamw.h"
 #include "lightning/tp/tp_mesh.h"
-#include "lightning/tp/vocab_parallel_embedding.h"
 
 namespace shardlight::simulate {
 
@@ -67,10 +74,10 @@ class GptModel : public lightning::LightningModule {
  public:
   explicit GptModel(GptOptions options, lightning::tp::AdamWOptions adam = {});
 
-  // Collective over ctx.pg: CheckGptOptions (and that ctx.mesh is a 2-d
-  // mesh: train it with ModelParallelStrategy) agreed on every rank (one
-  // rank's error is every rank's), then the layers on the mesh, initialised
-  // from ctx.seed.
+  // Collective over ctx.pg: CheckGptOptions (TP size 1 without a mesh; with
+  // one, that it is 2-d: ModelParallelStrategy's) agreed on every rank (one
+  // rank's error is every rank's), then the layers -- on the mesh, or dense
+  // without one -- initialised from ctx.seed.
   absl::Status ConfigureShardedModel(const lightning::ShardedContext& ctx) override;
   // Collective over the TP group (see above). InvalidArgument for a batch
   // that is not (ids, targets) of the same [B, T] shape with T <= context.
@@ -78,27 +85,47 @@ class GptModel : public lightning::LightningModule {
   absl::StatusOr<std::unique_ptr<lightning::Optimizer>> ConfigureOptimizers() override;
   // The optimizer the last ConfigureOptimizers made (null before): its state
   // is what a checkpoint of this model's training holds besides the model.
-  lightning::tp::MeshAdamWOptimizer* optimizer() const { return optimizer_; }
+  lightning::Optimizer* optimizer() const { return optimizer_; }
 
   // ids, targets [B, T] int64 (T <= context): the per-token losses [B, T],
   // the same on every TP rank. Collective over the TP group (throws on a
-  // failed collective, as LibTorch ops do).
+  // failed collective, as LibTorch ops do); local for the dense build.
   at::Tensor TokenLosses(const at::Tensor& ids, const at::Tensor& targets);
 
   const GptOptions& options() const { return options_; }
+  // Whether the last ConfigureShardedModel built the TP layers (a mesh).
+  bool tensor_parallel() const { return tp_.mesh != nullptr; }
+  // Valid when tensor_parallel().
   const lightning::tp::TpMesh& tp() const { return tp_; }
+  // The data-parallel group of the last ConfigureShardedModel: the mesh's
+  // DP dim, or the whole group of the dense build.
+  c10::intrusive_ptr<c10d::ProcessGroup> dp_group() const;
+  int64_t dp_rank() const { return dp_rank_; }
+  int64_t dp_size() const { return dp_size_; }
+
+  // The FSDP units of the dense build: one per block ("block<i>"), as
+  // fully_shard is applied to each block and then to the root.
+  static std::vector<std::string> FsdpUnits(const GptOptions& options);
 
  private:
   struct Block;
+  using Layer = std::function<at::Tensor(const at::Tensor&)>;
+  absl::Status BuildTensorParallel(uint64_t seed);
+  absl::Status BuildDense(uint64_t seed);
+
   GptOptions options_;
   lightning::tp::AdamWOptions adam_;
-  lightning::tp::MeshAdamWOptimizer* optimizer_ = nullptr;  // owned by the Trainer's Fit
-  lightning::tp::TpMesh tp_;
-  std::shared_ptr<lightning::tp::VocabParallelEmbedding> tok_;
-  std::shared_ptr<lightning::ShardedModule> pos_;
+  lightning::Optimizer* optimizer_ = nullptr;  // owned by the Trainer's Fit
+  lightning::tp::TpMesh tp_;                   // mesh null for the dense build
+  c10::intrusive_ptr<c10d::ProcessGroup> dense_group_;
+  int64_t dp_rank_ = 0, dp_size_ = 1;
   std::vector<std::shared_ptr<Block>> blocks_;
-  std::shared_ptr<lightning::tp::ReplicatedLayerNorm> ln_f_;
-  std::shared_ptr<lightning::tp::ColumnParallelLinear> head_;
+  // The layers outside the blocks, as callables of either build: the token
+  // embedding, the positions [context, dim], the final norm, the head and
+  // the per-token loss of (logits [N, local vocab], targets [N]).
+  Layer tok_, ln_f_, head_;
+  std::function<at::Tensor()> positions_;
+  std::function<at::Tensor(const at::Tensor&, const at::Tensor&)> loss_;
 };
 
 }  // namespace shardlight::simulate

@@ -17,10 +17,16 @@ steps=4
 
 "$cluster" --scenario=lm --steps=$steps --logdir="$work/logs" >"$work/out.txt" 2>&1 || { cat "$work/out.txt"; fail "the lm scenario failed"; }
 grep -q "^lm: step $steps loss" "$work/out.txt" || { cat "$work/out.txt"; fail "no step lines when stdout is not a terminal"; }
-grep -q "^lm: loss, steps/s and tokens/s in $work/logs" "$work/out.txt" || fail "the job does not say where its logs are"
+grep -q "^lm: loss, lr, steps/s and tokens/s in $work/logs" "$work/out.txt" || fail "the job does not say where its logs are"
 csv="$work/logs/metrics.csv"
 [ -f "$csv" ] || fail "no $csv"
 head -1 "$csv" | grep -q '^step,' || fail "metrics.csv header: $(head -1 "$csv")"
+# The learning rate each step used (the LM's AdamW rate, 1e-3 by default, the
+# same at every step: no schedule).
+lr_col=$(head -1 "$csv" | tr ',' '\n' | grep -nx lr | cut -d: -f1)
+[ -n "$lr_col" ] || fail "no lr column in metrics.csv: $(head -1 "$csv")"
+lrs=$(tail -n +2 "$csv" | cut -d, -f"$lr_col" | sort -u)
+[ "$(awk -v x="$lrs" 'BEGIN { print (x + 0 == 0.001) }')" = 1 ] || fail "lr column: $lrs, want 0.001 at every step"
 rows=$(($(wc -l <"$csv") - 1))
 [ "$rows" -eq "$steps" ] || fail "metrics.csv has $rows rows, want $steps (the resumed runs must not append)"
 events=("$work"/logs/events.out.tfevents.*)
@@ -36,4 +42,4 @@ if [ -z "$LIBTORCH_PYTHON" ] || [ "${LIBTORCH_VERSION%%.*}" -lt 2 ]; then
   echo "lm logs: CSV and event file present; the tensorboard reader check is the torch 2.x leg's (torch ${LIBTORCH_VERSION} here)"
   exit 0
 fi
-"$LIBTORCH_PYTHON" "$read_py" "$work/logs" loss,steps_per_sec,tokens_per_sec $steps 0 || fail "tensorboard does not read the job's event file"
+"$LIBTORCH_PYTHON" "$read_py" "$work/logs" loss,lr,steps_per_sec,tokens_per_sec $steps 0 || fail "tensorboard does not read the job's event file"

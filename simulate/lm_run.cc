@@ -4,7 +4,10 @@
 #include <ATen/core/grad_mode.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <iterator>
 #include <cmath>
 #include <memory>
 #include <vector>
@@ -17,6 +20,8 @@
 #include "lightning/loggers/progress_bar.h"
 #include "lightning/loggers/tensorboard_logger.h"
 #include "lightning/metrics/perplexity.h"
+#include "lightning/strategies/ddp_strategy.h"
+#include "lightning/strategies/fsdp_strategy.h"
 #include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/tp/mesh_optimizer.h"
 #include "lightning/trainer.h"
@@ -105,7 +110,7 @@ class LmCallback : public lightning::Callback {
     end_ = std::chrono::steady_clock::now();
     if (o_.log != nullptr && !o_.progress_bar && state.rank == 0 && o_.log_every > 0 &&
         (done % o_.log_every == 0 || done == o_.steps)) {
-      *o_.log << absl::StrFormat("lm: step %d loss %.9f perplexity %.3f\n", done, loss, std::exp(loss))
+      *o_.log << absl::StrFormat("lm: step %d loss %.12f perplexity %.3f\n", done, loss, std::exp(loss))
               << std::flush;  // whole lines: other ranks share the stream under a launcher
     }
     if (!o_.checkpoint_dir.empty() && done == o_.save_at) SL_RETURN_IF_ERROR(Save(done));
@@ -130,7 +135,46 @@ class LmCallback : public lightning::Callback {
   std::chrono::steady_clock::time_point start_, end_;
 };
 
+// Collective: runs `fn` with every parameter the root holds sharded (fsdp,
+// between steps) set to its full tensor, then sets each back to its shard.
+absl::Status WithFullParameters(lightning::LightningModule& model, const std::function<absl::Status()>& fn) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> restore;  // (parameter, its data between steps)
+  for (auto& [key, shard] : model.sharded_parameters()) {
+    SL_ASSIGN_OR_RETURN(at::Tensor full, shard.FullTensor());
+    at::Tensor* param = model.named_parameters().find(key);
+    if (param == nullptr) return absl::InternalError(absl::StrCat("no parameter ", key, " for its shard"));
+    restore.emplace_back(*param, param->data());
+    param->set_data(full);
+  }
+  const absl::Status status = fn();
+  for (auto& [param, data] : restore) param.set_data(data);
+  return status;
+}
+
+std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, const MeshPtr& mesh,
+                                                      lightning::ModelParallelStrategy::ReducedHook hook) {
+  if (o.strategy == "fsdp") {
+    lightning::FsdpOptions fsdp;
+    fsdp.units = GptModel::FsdpUnits(o.model);
+    return std::make_shared<lightning::FsdpStrategy>(fsdp);
+  }
+  if (o.strategy == "ddp") return std::make_shared<lightning::DdpStrategy>();
+  return std::make_shared<lightning::ModelParallelStrategy>(mesh, std::move(hook));
+}
+
 }  // namespace
+
+absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int64_t>& mesh_shape) {
+  if (std::find(std::begin(kLmStrategies), std::end(kLmStrategies), strategy) == std::end(kLmStrategies)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("strategy '", strategy, "' is not one of ", absl::StrJoin(kLmStrategies, ", ")));
+  }
+  if (strategy != "model_parallel" && mesh_shape.size() == 2 && mesh_shape[1] != 1) {
+    return absl::InvalidArgumentError(absl::StrCat("the ", strategy, " strategy is data parallel only: the mesh must be ",
+                                                   "Nx1, not ", absl::StrJoin(mesh_shape, "x")));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mesh::MeshContext& ctx) {
   c10d::ProcessGroup& world = *ctx.world;
@@ -141,6 +185,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
     setup = absl::InvalidArgumentError(absl::StrCat("the LM job needs a 2-d mesh (data parallel x tensor parallel), not ",
                                                     absl::StrJoin(o.mesh_shape, "x")));
   }
+  if (setup.ok()) setup = CheckLmStrategy(o.strategy, o.mesh_shape);
   if (setup.ok()) setup = sharded::mesh::ValidateMeshShape(o.mesh_shape, ctx.world_size);
   if (setup.ok()) setup = CheckGptOptions(o.model, o.mesh_shape[1]);
   if (setup.ok() && o.batch < o.mesh_shape[0]) {
@@ -150,9 +195,17 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (setup.ok() && o.grads_steps > 0 && o.grads_dir.empty()) {
     setup = absl::InvalidArgumentError("saving the gradients of the first steps needs a directory (grads_dir)");
   }
+  const bool model_parallel = o.strategy == "model_parallel";
+  if (setup.ok() && o.grads_steps > 0 && !model_parallel) {
+    setup = absl::InvalidArgumentError(
+        absl::StrCat("saving the gradients of the first steps is done under model_parallel only, not ", o.strategy));
+  }
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 
-  SL_ASSIGN_OR_RETURN(MeshPtr mesh, sharded::mesh::DeviceMesh::Create(ctx, o.mesh_shape, "lm"));
+  MeshPtr mesh;  // model_parallel's; fsdp and ddp lay the model out over the world
+  if (model_parallel) {
+    SL_ASSIGN_OR_RETURN(mesh, sharded::mesh::DeviceMesh::Create(ctx, o.mesh_shape, "lm"));
+  }
   GptModel model(o.model, o.adam);
   LmRankResult result;
   int64_t first_step = -1;  // the Fit's first step, for the gradients of its first grads_steps steps
@@ -168,14 +221,18 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   trainer.resume = o.resume;
   trainer.save_last = o.save_at < 0;  // the end's save is the Trainer's; one at save_at is the callback's
   trainer.gradient_clip_norm = o.clip_norm;
-  trainer.strategy = std::make_shared<lightning::ModelParallelStrategy>(
-      mesh, o.grads_steps > 0 ? lightning::ModelParallelStrategy::ReducedHook(save_grads) : nullptr);
+  trainer.strategy =
+      StrategyOf(o, mesh, o.grads_steps > 0 ? lightning::ModelParallelStrategy::ReducedHook(save_grads) : nullptr);
   auto callback = std::make_shared<LmCallback>(o, model, world, result);
   std::vector<std::shared_ptr<lightning::Callback>> callbacks = {callback};
   const double global_tokens = static_cast<double>(o.batch * o.model.context);
   if (!o.log_dir.empty()) {
     lightning::loggers::LoggerOptions logging;
     logging.tokens_per_step = global_tokens;
+    // Every strategy's optimizer has lr() (the rate its next step uses).
+    logging.sources = {[&model](int64_t) {
+      return lightning::loggers::Scalars{{"lr", model.optimizer()->lr()}};
+    }};
     callbacks.push_back(std::make_shared<lightning::loggers::LoggerCallback>(
         std::vector<std::shared_ptr<lightning::loggers::ScalarLogger>>{
             std::make_shared<lightning::loggers::CsvLogger>(o.log_dir),
@@ -195,23 +252,31 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (trained > 0 && result.seconds > 0) result.tokens_per_second = trained * global_tokens / result.seconds;
 
   // Held-out perplexity: samples of another stream, reduced over the DP group.
-  const auto [mine_first, mine_count] = sharded::ChunkRanges(o.batch, o.mesh_shape[0])[mesh->coords()[0]];
+  const auto [mine_first, mine_count] = sharded::ChunkRanges(o.batch, model.dp_size())[model.dp_rank()];
   if (o.eval_batches > 0) {
     lightning::metrics::Perplexity ppl;
-    SL_RETURN_IF_ERROR(ppl.Bind(mesh->group(0)));
+    SL_RETURN_IF_ERROR(ppl.Bind(model.dp_group()));
     const absl::Status evaluated = sharded::NoThrow([&]() -> absl::Status {
       at::NoGradGuard no_grad;
-      for (int64_t b = 0; b < o.eval_batches; ++b) {
-        const auto [ids, targets] = corpus->Samples(o.data_seed + 1, b * o.batch + mine_first, mine_count);
-        SL_RETURN_IF_ERROR(ppl.Update(model.TokenLosses(ids, targets)));
-      }
-      return absl::OkStatus();
+      return WithFullParameters(model, [&]() -> absl::Status {
+        for (int64_t b = 0; b < o.eval_batches; ++b) {
+          const auto [ids, targets] = corpus->Samples(o.data_seed + 1, b * o.batch + mine_first, mine_count);
+          SL_RETURN_IF_ERROR(ppl.Update(model.TokenLosses(ids, targets)));
+        }
+        return absl::OkStatus();
+      });
     });
     SL_RETURN_IF_ERROR(sharded::Agree(world, evaluated, "LM evaluation"));
     SL_ASSIGN_OR_RETURN(result.eval_perplexity, ppl.ComputeScalar());
   }
-  for (const auto& [key, p] : tp::TrainableMeshMembers(model)) {
-    result.state_bytes += 3 * p->local().numel() * p->local().element_size();
+  if (model.tensor_parallel()) {
+    for (const auto& [key, p] : tp::TrainableMeshMembers(model)) {
+      result.state_bytes += 3 * p->local().numel() * p->local().element_size();
+    }
+  } else {
+    for (const at::Tensor& p : lightning::TrainablesOf(model).LocalTensors()) {  // fsdp: the shards
+      result.state_bytes += 3 * p.numel() * p.element_size();
+    }
   }
   result.peak_rss_bytes = PeakRssBytes();
   return result;

@@ -7,15 +7,21 @@
 // (`//tools/train --job=lm --mesh=DPxTP` under torchrun): both call RunLmRank
 // with the MeshContext of their ranks.
 //
-// Trained by lightning::Trainer with ModelParallelStrategy on the mesh: the
-// model builds its TP layers from the mesh in its configure hook, the
-// strategy sums the gradients over the DP dim and clips over the mesh,
-// AdamW is tp::MeshAdamWOptimizer, resume (shardlight's checkpoint or a
-// PyTorch DCP one) is the Trainer's. The job adds the save at save_at (a
-// callback), the log lines and the held-out perplexity.
+// Trained by lightning::Trainer with the strategy LmJobOptions::strategy
+// names: model_parallel (the default) on the mesh -- the model builds its TP
+// layers from the mesh in its configure hook, the strategy sums the
+// gradients over the DP dim and clips over the mesh, AdamW is
+// tp::MeshAdamWOptimizer --, or fsdp / ddp on an Nx1 mesh (data parallel
+// only): the model's dense build, fully_shard per block under fsdp,
+// lightning::AdamW. Resume (shardlight's checkpoint or a PyTorch DCP one) is
+// the Trainer's; checkpoint keys are the same under every strategy. The job
+// adds the save at save_at (a callback), the log lines and the held-out
+// perplexity.
 //
-// Errors, on every rank before training: InvalidArgument for a mesh that is
-// not 2-d or does not match the world, a model the TP size does not fit
+// Errors, on every rank before training: InvalidArgument for a strategy
+// that is not model_parallel, fsdp or ddp, a mesh that is not 2-d or does
+// not match the world, a TP size > 1 under fsdp or ddp, gradient dumps
+// (grads_steps) under fsdp or ddp, a model the TP size does not fit
 // (CheckGptOptions), a global batch smaller than the DP size; NotFound /
 // InvalidArgument for a missing or empty corpus; the checkpoint's error
 // (naming the key) for a checkpoint of another model shape; InvalidArgument
@@ -36,8 +42,13 @@
 
 namespace shardlight::simulate {
 
+// The strategies the LM job trains under (LmJobOptions::strategy).
+inline constexpr const char* kLmStrategies[] = {"model_parallel", "fsdp", "ddp"};
+
 struct LmJobOptions {
   std::vector<int64_t> mesh_shape = {2, 2};  // data parallel x tensor parallel
+  // model_parallel, fsdp or ddp (the last two: mesh_shape Nx1).
+  std::string strategy = "model_parallel";
   GptOptions model;
   std::string corpus = kDefaultCorpus;
   int64_t batch = 8;  // global samples per step
@@ -64,7 +75,7 @@ struct LmJobOptions {
   // Rank 0 draws a progress bar (lightning/loggers/progress_bar.h) on `log`
   // in place of the step lines (for a terminal).
   bool progress_bar = false;
-  // Non-empty: rank 0 writes each step's loss, steps/s and tokens/s to
+  // Non-empty: rank 0 writes each step's loss, learning rate, steps/s and tokens/s to
   // log_dir/metrics.csv and a TensorBoard event file there
   // (lightning/loggers); a log_dir that is a file or not writable fails
   // every rank before training, naming it.
@@ -87,6 +98,10 @@ struct LmRankResult {
   int64_t state_bytes = 0;     // this rank's parameters + AdamW moments
   int64_t peak_rss_bytes = 0;  // the process's peak resident set at the end
 };
+
+// Local: InvalidArgument when `strategy` is not one of kLmStrategies, or is
+// fsdp / ddp with a TP size (mesh_shape[1]) other than 1.
+absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int64_t>& mesh_shape);
 
 // Collective over ctx.world.
 absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& options, const sharded::mesh::MeshContext& ctx);

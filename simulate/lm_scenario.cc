@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "simulate/core/simulated_cluster.h"
+#include "sharded/status_macros.h"
 #include "simulate/lm_run.h"
 #include "simulate/training_run.h"
 
@@ -38,8 +39,20 @@ absl::StatusOr<LmRankResult> RunOnMesh(LmJobOptions job, const std::vector<int64
 
 }  // namespace
 
+absl::Status CheckLmScenarioStrategy(const ScenarioOptions& options) {
+  const absl::Status checked = CheckLmStrategy(options.strategy, {1, 1});
+  if (checked.ok()) return checked;
+  return absl::InvalidArgumentError(absl::StrCat("--strategy: ", checked.message()));
+}
+
 absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
   if (options.steps < 2) return absl::InvalidArgumentError("the lm scenario needs --steps >= 2 (it resumes halfway)");
+  SL_RETURN_IF_ERROR(CheckLmScenarioStrategy(options));
+  const bool model_parallel = options.strategy == "model_parallel";
+  // The uninterrupted run's mesh, then the meshes that resume it.
+  const std::vector<int64_t> first = model_parallel ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4, 1};
+  const std::vector<std::vector<int64_t>> resumes =
+      model_parallel ? std::vector<std::vector<int64_t>>{{1, 3}, {4, 1}} : std::vector<std::vector<int64_t>>{{3, 1}, {2, 1}};
   TempDir temp;
   LmJobOptions job;
   job.steps = options.steps;
@@ -50,25 +63,32 @@ absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
   job.log_every = options.log_every > 0 ? options.log_every : 1;
   job.log_dir = options.log_dir;
   job.progress_bar = options.progress_bar;
+  job.strategy = options.strategy;
   const GptOptions& m = job.model;
   out << absl::StrFormat(
       "lm: GPT decoder (%d layers, dim %d, %d heads, MLP %d, context %d, byte vocabulary %d), AdamW lr %g wd %g, "
       "clip %g, global batch %d, corpus %s\n",
       m.layers, m.dim, m.heads, m.mlp_hidden, m.context, m.vocab, job.adam.lr, job.adam.weight_decay, job.clip_norm,
       job.batch, job.corpus);
-  out << "lm: training on a 2x2 mesh (dim 0 data parallel, dim 1 tensor parallel), checkpoint after step "
-      << job.save_at << "\n";
-  absl::StatusOr<LmRankResult> full = RunOnMesh(job, {2, 2}, options);
+  if (model_parallel) {
+    out << "lm: model_parallel on a 2x2 mesh (dim 0 data parallel, dim 1 tensor parallel)";
+  } else {
+    out << "lm: " << options.strategy << " on 4 ranks (data parallel"
+        << (options.strategy == "fsdp" ? ", parameters, gradients and AdamW state sharded; one unit per block)" : ")");
+  }
+  out << ", checkpoint after step " << job.save_at << "\n";
+  const std::string first_name = absl::StrJoin(first, "x");
+  absl::StatusOr<LmRankResult> full = RunOnMesh(job, first, options);
   if (!full.ok()) return full.status();
-  out << absl::StrFormat("lm: 2x2 trained %d steps in %.2f s (%.0f tokens/s), held-out perplexity %.3f\n",
+  out << absl::StrFormat("lm: %s trained %d steps in %.2f s (%.0f tokens/s), held-out perplexity %.3f\n", first_name,
                          options.steps, full->seconds, full->tokens_per_second, full->eval_perplexity);
   if (!(full->losses.back() < full->losses.front())) {
     return absl::InternalError(absl::StrCat("the loss did not fall: ", full->losses.front(), " -> ", full->losses.back()));
   }
-  if (!job.log_dir.empty()) out << "lm: loss, steps/s and tokens/s in " << job.log_dir << " (metrics.csv, TensorBoard)\n";
+  if (!job.log_dir.empty()) out << "lm: loss, lr, steps/s and tokens/s in " << job.log_dir << " (metrics.csv, TensorBoard)\n";
   job.log = nullptr;
   job.log_dir.clear();  // the resumed runs repeat steps the logs already hold
-  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{1, 3}, std::vector<int64_t>{4, 1}}) {
+  for (const std::vector<int64_t>& shape : resumes) {
     absl::StatusOr<LmRankResult> resumed = RunOnMesh(job, shape, options);
     if (!resumed.ok()) return resumed.status();
     const std::string name = absl::StrJoin(shape, "x");

@@ -3,6 +3,8 @@
 // checkpoint halfway, then resumed from it on a 1 x 3 and a 4 x 1 mesh: the
 // losses after each resume must equal the uninterrupted run's at the same
 // steps (fp32: to 1e-4 relative; the TP reductions sum in another order).
+// Under options.strategy fsdp or ddp (data parallel only): trained on 4
+// thread-ranks, resumed on 3 and on 2.
 #ifndef SHARDLIGHT_SIMULATE_LM_SCENARIO_H_
 #define SHARDLIGHT_SIMULATE_LM_SCENARIO_H_
 
@@ -14,6 +16,10 @@
 namespace shardlight::simulate {
 
 absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out);
+
+// InvalidArgument naming --strategy when options.strategy is not one of the
+// LM job's (lm_run.h: kLmStrategies).
+absl::Status CheckLmScenarioStrategy(const ScenarioOptions& options);
 
 }  // namespace shardlight::simulate
 

@@ -26,6 +26,7 @@ struct ScenarioOptions {
   bool async_checkpoint = false;     // train: checkpoints written in the background
   std::string log_dir;               // lm: CSV and TensorBoard logs of the 2x2 run (empty: none)
   bool progress_bar = false;         // lm: a progress bar in place of the step lines (a terminal)
+  std::string strategy = "model_parallel";  // lm: model_parallel, fsdp or ddp (lm_run.h)
 };
 
 struct Scenario {

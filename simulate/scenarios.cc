@@ -24,7 +24,9 @@ const std::vector<Scenario>& AllScenarios() {
        &RunGateScenario},
       {"mesh", "tensor-parallel layers on a 2x2 device mesh, checked against dense training, reloaded on 1x3",
        &RunMeshScenario},
-      {"lm", "a GPT language model on byte text, tensor parallel on a 2x2 mesh; checkpoint resumed on 1x3 and 4x1",
+      {"lm",
+       "a GPT language model on byte text, tensor parallel on a 2x2 mesh; checkpoint resumed on 1x3 and 4x1 "
+       "(--strategy=fsdp or ddp: data parallel on 4 ranks, resumed on 3 and 2)",
        &RunLmScenario},
   };
   return *scenarios;

@@ -2,15 +2,22 @@
 // location picks S3, configured from the AWS_* variables), against a real S3
 // server (SeaweedFS on loopback): a checkpoint root with keep_last on the
 // bucket, synchronous and asynchronous, and a resume at another world size
-// from the newest step.
+// from the newest step. Missing or wrong credentials and a missing bucket
+// fail every rank at the start of Fit, naming the variable or S3's error,
+// before a step is trained.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstdlib>
+#include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lightning/callback.h"
 #include "lightning/trainer.h"
 #include "sharded/checkpoint/storage/s3/testing/seaweedfs_test.h"
 #include "simulate/core/simulated_cluster.h"
@@ -95,6 +102,59 @@ TEST_P(TrainerS3Test, FitsIntoAnS3RootAndResumesAtAnotherWorldSize) {
     EXPECT_EQ(r.resumed_from, root + "/step-000010");
   }
   EXPECT_EQ(Steps("run"), (std::set<std::string>{"step-000010", "step-000012"}));
+}
+
+// Counts the steps trained.
+class StepCounter : public lightning::Callback {
+ public:
+  absl::Status OnStepEnd(const lightning::TrainState&, int64_t, double) override {
+    ++steps;
+    return absl::OkStatus();
+  }
+  std::atomic<int> steps{0};
+};
+
+class TrainerS3SetupTest : public sharded::checkpoint::s3::testing::SeaweedFsTest {};
+
+TEST_F(TrainerS3SetupTest, UnusableCredentialsFailEveryRankBeforeTheFirstStep) {
+  struct Case {
+    const char* variable;  // null: none changed
+    const char* value;     // null: unset
+    std::string location;
+    std::string named;
+  };
+  const std::string root = absl::StrCat("s3://", bucket_, "/run");
+  const std::vector<Case> cases = {
+      {"AWS_ACCESS_KEY_ID", nullptr, root, "AWS_ACCESS_KEY_ID"},
+      {"AWS_SECRET_ACCESS_KEY", "not-the-secret", root, "SignatureDoesNotMatch"},
+      {nullptr, nullptr, "s3://no-such-bucket-here/run", "NoSuchBucket"},
+  };
+  for (const Case& c : cases) {
+    ExportAwsEnvironment();
+    if (c.variable != nullptr && c.value == nullptr) unsetenv(c.variable);
+    if (c.variable != nullptr && c.value != nullptr) setenv(c.variable, c.value, 1);
+    auto counter = std::make_shared<StepCounter>();
+    SimulatedCluster two(2);
+    std::vector<absl::Status> per_rank(2);
+    (void)two.Run([&](RankContext& ctx) -> absl::Status {
+      EmbeddingMlp module;
+      TrainerOptions options;
+      options.max_steps = 4;
+      options.seed = kSeed;
+      options.checkpoint_dir = c.location;
+      options.checkpoint_every = 2;
+      SyntheticRegression data(96, 32, kSeed);
+      per_rank[ctx.rank] = Trainer(options, {counter}).Fit(module, data, ctx.pg).status();
+      return per_rank[ctx.rank];
+    });
+    for (int rank = 0; rank < 2; ++rank) {
+      EXPECT_FALSE(per_rank[rank].ok()) << c.named << ", rank " << rank;
+      EXPECT_TRUE(absl::StrContains(per_rank[rank].message(), c.named)) << per_rank[rank];
+      EXPECT_TRUE(absl::StrContains(per_rank[rank].message(), c.location)) << per_rank[rank];
+    }
+    EXPECT_EQ(counter->steps.load(), 0) << c.named << ": steps were trained before the failure";
+  }
+  ExportAwsEnvironment();
 }
 
 INSTANTIATE_TEST_SUITE_P(SyncAndAsync, TrainerS3Test, ::testing::Bool(),

@@ -143,5 +143,57 @@ TEST(TrainerValidationTest, BadInputFailsEveryRankBeforeTraining) {
   EXPECT_THAT(lightning::EarlyStopping::Create({"val_loss", 1, 0, "lowest"}).status().message(), HasSubstr("mode"));
 }
 
+// Counts the sanity pass's ValidationStep calls (at step 0; validations follow steps >= 1).
+class CountingMlp : public ValidatedMlp {
+ public:
+  absl::StatusOr<lightning::ValidationLog> ValidationStep(const lightning::Batch& batch,
+                                                          const lightning::StepContext& ctx) override {
+    if (ctx.step == 0) ++sanity_calls;
+    return ValidatedMlp::ValidationStep(batch, ctx);
+  }
+  int sanity_calls = 0;
+};
+
+TEST(TrainerValidationTest, NumSanityValStepsRunsThatManyBatchesBeforeTraining) {
+  const auto fit = [](int64_t n, const std::string& monitor, std::vector<int>* calls) {
+    SimulatedCluster cluster(2);
+    std::vector<absl::Status> statuses(2);
+    (void)cluster.Run([&](RankContext& ctx) -> absl::StatusOr<FitResult> {
+      CountingMlp module;
+      lightning::TrainerOptions o;
+      o.seed = kSeed;
+      o.max_steps = 2;
+      o.val_check_interval = 2;
+      o.limit_val_batches = 3;
+      o.num_sanity_val_steps = n;
+      auto stopper = lightning::EarlyStopping::Create({monitor, 2, 0, "min"});
+      if (!stopper.ok()) return stopper.status();
+      simulate::SyntheticRegression train(kVocab, 6, kSeed);
+      simulate::SyntheticRegression val(kVocab, 5, kSeed + 1000);
+      auto r = lightning::Trainer(o, {*stopper}).Fit(module, train, val, ctx.pg);
+      statuses[ctx.rank] = r.status();
+      if (calls != nullptr) (*calls)[ctx.rank] = module.sanity_calls;
+      return r;
+    });
+    return statuses;
+  };
+  for (const auto& [n, want] : std::vector<std::pair<int64_t, int>>{{2, 2}, {0, 0}, {1, 1}, {-1, 3}, {7, 3}}) {
+    std::vector<int> calls(2, -1);
+    for (const absl::Status& s : fit(n, "val_loss", &calls)) EXPECT_TRUE(s.ok()) << n << ": " << s;
+    EXPECT_EQ(calls, std::vector<int>(2, want)) << "num_sanity_val_steps " << n;
+  }
+  // A key no step logs: before training with a sanity pass, at the first validation without one.
+  for (const absl::Status& s : fit(2, "val_acc", nullptr)) {
+    EXPECT_THAT(std::string(s.message()), HasSubstr("monitor 'val_acc' is not logged by ValidationStep (it logs: val_loss)"));
+  }
+  for (const absl::Status& s : fit(0, "val_acc", nullptr)) {
+    EXPECT_THAT(std::string(s.message()), HasSubstr("EarlyStopping: monitor 'val_acc' is not logged by ValidationStep"));
+  }
+  for (const absl::Status& s : fit(-2, "val_loss", nullptr)) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.message()), HasSubstr("num_sanity_val_steps is -2; want >= 0, or -1 for all"));
+  }
+}
+
 }  // namespace
 }  // namespace shardlight

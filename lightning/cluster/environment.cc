@@ -278,4 +278,22 @@ std::string Describe(const ProcessPlacement& p) {
                       p.restart_count > 0 ? absl::StrCat(", restart ", p.restart_count) : std::string());
 }
 
+std::optional<std::string> ShortKillGraceWarning(const ProcessPlacement& placement, const EnvMap& env,
+                                                 std::chrono::milliseconds needed) {
+  if (placement.launcher != "mpi") return std::nullopt;
+  constexpr char kVariable[] = "OMPI_MCA_odls_base_sigkill_timeout";
+  int64_t seconds = 1;  // Open MPI 4's default
+  if (auto it = env.find(kVariable); it != env.end()) {
+    if (!absl::SimpleAtoi(it->second, &seconds)) {
+      return absl::StrCat("mpirun's ", kVariable, "=", it->second, " is not a number of seconds");
+    }
+  }
+  const int64_t needed_s = (needed.count() + 999) / 1000;
+  if (seconds >= needed_s) return std::nullopt;
+  return absl::StrCat("mpirun sends SIGKILL ", seconds, " s after it stops the survivors of a lost worker "
+                      "(odls_base_sigkill_timeout), before a rank can learn which peer was lost (up to ",
+                      needed.count(), " ms): pass --mca odls_base_sigkill_timeout ", needed_s,
+                      " to mpirun (or export ", kVariable, "=", needed_s, ") so every rank names it");
+}
+
 }  // namespace shardlight::lightning::cluster

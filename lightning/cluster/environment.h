@@ -16,6 +16,7 @@
 #ifndef SHARDLIGHT_LIGHTNING_CLUSTER_ENVIRONMENT_H_
 #define SHARDLIGHT_LIGHTNING_CLUSTER_ENVIRONMENT_H_
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,19 @@ absl::StatusOr<ProcessPlacement> DetectEnvironment(const EnvMap& env, const Plac
 
 // One line for logs: "torchrun rank 1/4 (local 1/4, node 0), store 127.0.0.1:29500".
 std::string Describe(const ProcessPlacement& placement);
+
+// When one worker dies, a launcher stops the others with SIGTERM and, after a
+// grace it chooses, SIGKILL. A rank learns which peer was lost only within
+// its collective timeout (the rank monitor's heartbeat, then the store's
+// record), so a grace shorter than that kills survivors before they can say
+// it. Open MPI's mpirun waits odls_base_sigkill_timeout seconds (1 by
+// default; its children see it as OMPI_MCA_odls_base_sigkill_timeout when it
+// is set); torchrun waits 30 s. Returns a warning naming the setting to raise
+// when this placement's launcher is known to wait less than `needed`,
+// nullopt otherwise (or when the launcher's grace cannot be read from the
+// environment: Slurm's KillWait is the cluster's setting).
+std::optional<std::string> ShortKillGraceWarning(const ProcessPlacement& placement, const EnvMap& env,
+                                                 std::chrono::milliseconds needed);
 
 }  // namespace shardlight::lightning::cluster
 

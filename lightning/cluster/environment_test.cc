@@ -200,5 +200,23 @@ TEST(Environment, DescribeSaysWhereTheStoreIs) {
               HasSubstr("torchrun rank 2/4 (local 2/4, node 0), store localhost:41917 (hosted by rank 0)"));
 }
 
+TEST(Environment, ShortKillGraceUnderMpirunIsNamed) {
+  ProcessPlacement mpi;
+  mpi.launcher = "mpi";
+  const auto needed = std::chrono::milliseconds(7000);
+  auto warning = ShortKillGraceWarning(mpi, {}, needed);  // Open MPI's default: 1 s
+  ASSERT_TRUE(warning.has_value());
+  EXPECT_THAT(*warning, HasSubstr("SIGKILL 1 s after"));
+  EXPECT_THAT(*warning, HasSubstr("--mca odls_base_sigkill_timeout 7"));
+  EXPECT_THAT(*ShortKillGraceWarning(mpi, {{"OMPI_MCA_odls_base_sigkill_timeout", "6"}}, needed),
+              HasSubstr("SIGKILL 6 s after"));
+  EXPECT_FALSE(ShortKillGraceWarning(mpi, {{"OMPI_MCA_odls_base_sigkill_timeout", "7"}}, needed).has_value());
+  EXPECT_THAT(*ShortKillGraceWarning(mpi, {{"OMPI_MCA_odls_base_sigkill_timeout", "x"}}, needed),
+              HasSubstr("OMPI_MCA_odls_base_sigkill_timeout=x is not a number"));
+  ProcessPlacement torchrun;
+  torchrun.launcher = "torchrun";
+  EXPECT_FALSE(ShortKillGraceWarning(torchrun, {}, needed).has_value());
+}
+
 }  // namespace
 }  // namespace shardlight::lightning::cluster

@@ -1,12 +1,18 @@
 #include "lightning/strategies/fsdp_strategy.h"
 
 #include <ATen/core/grad_mode.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
 
 #include <algorithm>
 #include <map>
+#include <stdexcept>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/strategies/fsdp_buckets.h"
+#include "lightning/strategies/fsdp_schedule.h"
+#include "lightning/strategies/fsdp_unit.h"
 #include "lightning/strategies/fsdp_units.h"
 #include "lightning/strategies/gradient_reduction.h"
 #include "lightning/strategies/reduce_scatter.h"
@@ -18,44 +24,56 @@
 namespace shardlight::lightning {
 namespace {
 
-// One parameter's place in its bucket's flat buffers.
-struct FlatParam {
-  at::Tensor param;                // the registered variable
-  sharded::ShardedTensor* shard;   // held by the root module
-  std::vector<int64_t> sizes;      // global
-  std::vector<std::pair<int64_t, int64_t>> rows;  // per rank: {first row, rows}
-  int64_t row_numel = 1;
-  int64_t offset = 0;  // in a rank's slot of the flat buffers
-};
-
-// The parameters of one unit with one dtype: one all-gather, one reduce-scatter.
-struct Bucket {
-  std::string unit;
-  c10::ScalarType dtype;
-  std::vector<FlatParam> params;
-  int64_t slot_numel = 0;  // every rank's chunks, each padded to the largest chunk
-};
-
-const at::Tensor& LocalShard(const FlatParam& p) { return p.shard->local_shards().front().tensor; }
+using fsdp_internal::Bucket;
+using fsdp_internal::FlatParam;
+using fsdp_internal::GatherWork;
+using Event = FsdpEvent;
 
 std::string UnitName(const std::string& unit) { return unit.empty() ? "the root" : absl::StrCat("\"", unit, "\""); }
 
-class FsdpRun : public StrategyRun {
+struct Unit {
+  std::string name;
+  torch::nn::Module* module;
+  std::vector<size_t> buckets;
+  int params = 0;
+};
+
+// What RunFsdpUnit's callers see when the step stops: another rank failed
+// (the Trainer reports that rank's error) or a collective failed.
+class StepStopped : public std::runtime_error {
  public:
-  FsdpRun(c10::intrusive_ptr<c10d::ProcessGroup> pg, bool reduce_scatter, std::vector<Bucket> buckets)
-      : pg_(std::move(pg)), try_reduce_scatter_(reduce_scatter), buckets_(std::move(buckets)) {}
+  using std::runtime_error::runtime_error;
+};
+
+class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
+ public:
+  FsdpRun(c10::intrusive_ptr<c10d::ProcessGroup> pg, const FsdpOptions& options, std::vector<Bucket> buckets,
+          std::vector<Unit> units)
+      : pg_(std::move(pg)), options_(options), buckets_(std::move(buckets)), units_(std::move(units)) {
+    per_unit_ = options_.per_unit && units_.size() > 1;
+    if (per_unit_) {
+      for (size_t u = 0; u + 1 < units_.size(); ++u) {
+        fsdp_internal::RegisterUnit(units_[u].module, this, static_cast<int>(u));
+        names_.push_back(units_[u].name);
+        reshard_.push_back(options_.reshard_after_forward);
+      }
+    }
+  }
+  ~FsdpRun() override { fsdp_internal::UnregisterUnits(this); }
 
   absl::Status BeforeStep(int64_t step) override {
     if (!probed_) {
-      if (try_reduce_scatter_) {
+      if (options_.reduce_scatter) {
         SL_ASSIGN_OR_RETURN(reduce_scatter_, ProbeReduceScatter(*pg_));
       }
       probed_ = true;
     }
+    step_ = step;
+    events_.clear();
+    cursor_ = 0;
     absl::Status gathered = absl::OkStatus();
-    for (Bucket& b : buckets_) {
-      gathered = Gather(b, absl::StrCat("fsdp all-gather of unit ", UnitName(b.unit), " at step ", step));
-      if (!gathered.ok()) break;
+    for (size_t u = per_unit_ ? units_.size() - 1 : 0; u < units_.size() && gathered.ok(); ++u) {
+      gathered = GatherNow(u);
     }
     if (!gathered.ok()) Reshard();
     return gathered;
@@ -63,15 +81,7 @@ class FsdpRun : public StrategyRun {
 
   absl::Status ReduceGradients(const Trainables& trainables, const absl::Status& local,
                                absl::string_view op) override {
-    absl::Status reduced = [&]() -> absl::Status {
-      bool carried = false;  // the first reduction carries the verdict
-      for (Bucket& b : buckets_) {
-        SL_RETURN_IF_ERROR(Reduce(b, carried ? absl::OkStatus() : local, op));
-        carried = true;
-      }
-      if (carried && trainables.dense.empty()) return absl::OkStatus();
-      return AllreduceDenseGrads(trainables, *pg_, carried ? absl::OkStatus() : local, op);
-    }();
+    absl::Status reduced = per_unit_ ? ReducePerUnit(trainables, local, op) : ReduceWholeModel(trainables, local, op);
     Reshard();
     return reduced;
   }
@@ -80,74 +90,293 @@ class FsdpRun : public StrategyRun {
 
   // Every parameter back to its shard, without its full gradient.
   void Reshard() {
-    at::NoGradGuard no_grad;
-    for (Bucket& b : buckets_) {
-      for (FlatParam& p : b.params) {
-        p.param.set_data(LocalShard(p));
-        p.param.mutable_grad() = at::Tensor();
-      }
+    for (Bucket& b : buckets_) fsdp_internal::ReshardBucket(b);
+  }
+
+  // fsdp_internal::UnitHooks: the module's forward and autograd reach the run.
+  void EnterForward(int unit) override {
+    if (!InMicroBatch() && unit == 0) {
+      events_ = MicroBatchEvents(reshard_, at::GradMode::is_enabled(), options_.prefetch);
+      cursor_ = 0;
     }
+    Arrive({Event::Kind::kPoint, Event::Point::kEnter, Event::Op::kBoundary, unit});
+    grads_pending_[unit] = units_[unit].params;
+    if (options_.on_unit_forward) {
+      int64_t bytes = 0;
+      for (const Bucket& b : buckets_) bytes += fsdp_internal::FullBytes(b);
+      options_.on_unit_forward(units_[unit].name, bytes);
+    }
+  }
+
+  void ExitForward(int unit) override {
+    if (!stopped_ && reshard_[unit]) ReshardUnit(unit);
+  }
+
+  void BeforeBackward(int unit) override {
+    Arrive({Event::Kind::kPoint, Event::Point::kBackward, Event::Op::kBoundary, unit});
+  }
+
+  void GradAccumulated(int unit) override {
+    if (stopped_ || --grads_pending_[unit] > 0) return;
+    Arrive({Event::Kind::kPoint, Event::Point::kGradsDone, Event::Op::kBoundary, unit});
   }
 
  private:
-  absl::Status Gather(Bucket& b, const std::string& op) {
-    at::NoGradGuard no_grad;
-    const int w = pg_->getSize();
-    at::Tensor mine = at::zeros({b.slot_numel}, at::TensorOptions().dtype(b.dtype));
-    for (const FlatParam& p : b.params) {
-      const at::Tensor& shard = LocalShard(p);
-      mine.narrow(0, p.offset, shard.numel()).copy_(shard.reshape({-1}));
-    }
-    std::vector<std::vector<at::Tensor>> gathered(1);
-    if (w == 1) {
-      gathered[0] = {mine};
-    } else {
-      for (int r = 0; r < w; ++r) gathered[0].push_back(at::empty_like(mine));
-      std::vector<at::Tensor> input = {mine};
-      SL_RETURN_IF_ERROR(sharded::RunCollective(*pg_, op, [&] { return pg_->allgather(gathered, input); }));
-    }
-    for (FlatParam& p : b.params) {
-      std::vector<at::Tensor> pieces;
-      for (int r = 0; r < w; ++r) pieces.push_back(gathered[0][r].narrow(0, p.offset, p.rows[r].second * p.row_numel));
-      p.param.set_data(at::cat(pieces).view(p.sizes));
+  bool InMicroBatch() const { return cursor_ < events_.size(); }
+
+  std::string OpName(const Event& e) const {
+    return absl::StrCat("fsdp ", DescribeEvent(e, names_), " at step ", step_);
+  }
+
+  absl::Status GatherNow(size_t unit) {
+    for (size_t i : units_[unit].buckets) {
+      const std::string op = absl::StrCat("fsdp all-gather of unit ", UnitName(units_[unit].name), " at step ", step_);
+      SL_ASSIGN_OR_RETURN(GatherWork w, fsdp_internal::IssueGather(*pg_, buckets_[i], false, op));
+      SL_RETURN_IF_ERROR(fsdp_internal::FinishGather(*pg_, buckets_[i], w, op).status());
     }
     return absl::OkStatus();
   }
 
-  absl::Status Reduce(Bucket& b, const absl::Status& local, absl::string_view op) {
-    at::NoGradGuard no_grad;
-    const int w = pg_->getSize();
-    std::vector<at::Tensor> slots;
-    for (int r = 0; r < w; ++r) {
-      at::Tensor slot = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.dtype));
-      for (const FlatParam& p : b.params) {
-        const at::Tensor& grad = p.param.grad();
-        if (!grad.defined() || !local.ok()) continue;  // zeros
-        const auto [first, rows] = p.rows[r];
-        slot.narrow(0, p.offset, rows * p.row_numel).copy_(grad.narrow(0, first, rows).reshape({-1}));
-      }
-      slot[-1].fill_(local.ok() ? 0.0 : 1.0);
-      slots.push_back(std::move(slot));
+  void ReshardUnit(int unit) {
+    for (size_t i : units_[unit].buckets) fsdp_internal::ReshardBucket(buckets_[i]);
+  }
+
+  // The module reached `point`: it must be the next event; then the
+  // collectives up to the next point run. Throws StepStopped when the step
+  // stops (a flag, a deviation of this rank, a failed collective).
+  void Arrive(const Event& point) {
+    if (stopped_) throw StepStopped(absl::StrCat("fsdp: the step stopped before ", DescribeEvent(point, names_)));
+    if (!InMicroBatch() || !(events_[cursor_] == point)) {
+      own_error_ = absl::FailedPreconditionError(absl::StrCat(
+          "fsdp: the module reached ", DescribeEvent(point, names_), " where ",
+          InMicroBatch() ? DescribeEvent(events_[cursor_], names_) : DescribeEvent({Event::Kind::kPoint, Event::Point::kEnter, Event::Op::kBoundary, 0}, names_),
+          " was due (per-unit fsdp needs every rank's forward to enter each unit once, in FsdpOptions::units "
+          "order, and every unit parameter to get a gradient)"));
+      Join();
+      throw StepStopped(own_error_.ToString());
     }
-    SL_ASSIGN_OR_RETURN(const at::Tensor summed,
-                        ReduceScatterSlots(*pg_, std::move(slots), reduce_scatter_,
-                                           absl::StrCat(op, " (fsdp reduce-scatter of unit ", UnitName(b.unit), ")")));
-    if (summed[-1].item<double>() > 0) {
-      SL_RETURN_IF_ERROR(sharded::Agree(*pg_, local, op));
+    ++cursor_;
+    while (InMicroBatch() && events_[cursor_].kind != Event::Kind::kPoint) {
+      const Event e = events_[cursor_++];
+      if (!Execute(e, false)) throw StepStopped(absl::StrCat("fsdp: the step stopped at ", OpName(e)));
+    }
+  }
+
+  // This rank failed: the rest of the schedule with the flag set, until the
+  // first flagged collective it waits on (where every rank stops).
+  void Join() {
+    std::vector<Event> rest(events_.begin() + static_cast<std::ptrdiff_t>(std::min(cursor_, events_.size())),
+                            events_.end());
+    if (rest.empty()) {
+      rest = {{Event::Kind::kIssue, Event::Point::kEnter, Event::Op::kBoundary, 0},
+              {Event::Kind::kWait, Event::Point::kEnter, Event::Op::kBoundary, 0}};
+    }
+    // A rest of only waits (this rank had issued them) ends where its peers
+    // go on to the next boundary: it joins them there.
+    for (const Event& e : rest) {
+      if (e.kind == Event::Kind::kPoint) continue;
+      if (!Execute(e, true)) break;
+    }
+    if (!stopped_ && Execute({Event::Kind::kIssue, Event::Point::kEnter, Event::Op::kBoundary, 0}, true)) {
+      Execute({Event::Kind::kWait, Event::Point::kEnter, Event::Op::kBoundary, 0}, true);
+    }
+    if (!stopped_) Stop();
+    events_.clear();
+    cursor_ = 0;
+  }
+
+  // One collective event; false when the step stopped there (a flag seen,
+  // or the collective failed: broken_).
+  bool Execute(const Event& e, bool flag) {
+    if (stopped_) return false;
+    const std::string op = OpName(e);
+    absl::Status failed = absl::OkStatus();
+    bool flagged = false;
+    if (e.op == Event::Op::kBoundary) {
+      if (e.kind == Event::Kind::kIssue) {
+        at::Tensor mine = at::tensor({flag ? 1.0 : 0.0, in_reduce_ ? 1.0 : 0.0}, at::kDouble);
+        std::vector<at::Tensor> all = {mine};
+        failed = sharded::RunCollective(*pg_, op, [&] { return pg_->allreduce(all); });
+        boundary_ = all[0];
+      } else {
+        flagged = boundary_[0].item<double>() > 0;
+        const double reducing = boundary_[1].item<double>();
+        if (!flagged && reducing != 0 && reducing != pg_->getSize()) {
+          flagged = true;
+          if (in_reduce_) {
+            own_error_ = absl::FailedPreconditionError(
+                "fsdp: this rank's step entered no unit while other ranks entered them (per-unit fsdp needs every "
+                "rank's forward to enter each unit, also on a rank without data)");
+          }
+        }
+      }
+    } else if (e.op == Event::Op::kGather) {
+      if (e.kind == Event::Kind::kIssue) {
+        for (size_t i : units_[e.unit].buckets) {
+          auto w = fsdp_internal::IssueGather(*pg_, buckets_[i], flag, op);
+          if (!w.ok()) {
+            failed = w.status();
+            break;
+          }
+          in_flight_[e.unit].push_back(*std::move(w));
+        }
+      } else {
+        std::vector<GatherWork> works = std::move(in_flight_[e.unit]);
+        in_flight_.erase(e.unit);
+        for (size_t k = 0; k < works.size() && failed.ok(); ++k) {
+          auto got = fsdp_internal::FinishGather(*pg_, buckets_[units_[e.unit].buckets[k]], works[k], op);
+          if (!got.ok()) {
+            failed = got.status();
+          } else {
+            flagged = flagged || *got;
+          }
+        }
+        if (!flagged && failed.ok()) EnsureGradHooks(e.unit);
+      }
+    } else if (e.kind == Event::Kind::kIssue) {
+      reduce_flagged_ = false;
+      for (size_t i : units_[e.unit].buckets) {
+        auto got = fsdp_internal::ReduceBucket(*pg_, buckets_[i], flag, reduce_scatter_, op);
+        if (!got.ok()) {
+          failed = got.status();
+          break;
+        }
+        reduce_flagged_ = reduce_flagged_ || *got;
+        if (*got) break;  // every rank sees the flag in the same bucket
+      }
+      if (failed.ok() && !reduce_flagged_) ReshardUnit(e.unit);
+    } else {
+      flagged = reduce_flagged_;
+    }
+    if (failed.ok() && !flagged) return true;
+    if (!failed.ok()) broken_ = failed;
+    Stop();
+    return false;
+  }
+
+  // Waits for what this rank issued (a rank stops after the collectives its
+  // peers issued before they saw the flag), then every unit back to its shard.
+  void Stop() {
+    for (auto& [unit, works] : in_flight_) {
+      for (GatherWork& w : works) {
+        if (w.work) {
+          sharded::NoThrow([&]() -> absl::Status {
+            w.work->wait();
+            return absl::OkStatus();
+          }).IgnoreError();
+        }
+      }
+    }
+    in_flight_.clear();
+    stopped_ = true;
+    Reshard();
+  }
+
+  // Per-unit mode: the unit's reduce-scatter runs once every parameter's
+  // gradient accumulated (a post hook on each AccumulateGrad, as FSDP1).
+  void EnsureGradHooks(int unit) {
+    if (unit + 1 >= static_cast<int>(units_.size())) return;
+    for (size_t i : units_[unit].buckets) {
+      for (FlatParam& p : buckets_[i].params) {
+        if (p.accumulator) continue;
+        p.accumulator = torch::autograd::impl::grad_accumulator(p.param);
+        p.accumulator->add_post_hook(std::make_unique<GradsHook>(units_[unit].module));
+      }
+    }
+  }
+
+  class GradsHook : public torch::autograd::FunctionPostHook {
+   public:
+    explicit GradsHook(const torch::nn::Module* module) : module_(module) {}
+    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                              const torch::autograd::variable_list& /*inputs*/) override {
+      if (const auto entry = fsdp_internal::FindUnit(module_)) entry->hooks->GradAccumulated(entry->unit);
+      return outputs;
+    }
+
+   private:
+    const torch::nn::Module* module_;
+  };
+
+  absl::Status ReducePerUnit(const Trainables& trainables, const absl::Status& local, absl::string_view op) {
+    if (!stopped_) {
+      if (!local.ok()) {
+        own_error_ = local;
+        Join();
+      } else if (InMicroBatch()) {
+        own_error_ = absl::FailedPreconditionError(
+            absl::StrCat("fsdp: the step ended where ", DescribeEvent(events_[cursor_], names_),
+                         " was due (per-unit fsdp needs every rank's forward to enter each unit once, in "
+                         "FsdpOptions::units order, and the loss to depend on every unit)"));
+        Join();
+      } else {
+        in_reduce_ = true;
+        if (Execute({Event::Kind::kIssue, Event::Point::kEnter, Event::Op::kBoundary, 0}, false)) {
+          Execute({Event::Kind::kWait, Event::Point::kEnter, Event::Op::kBoundary, 0}, false);
+        }
+        in_reduce_ = false;
+      }
+    }
+    if (stopped_) {
+      const absl::Status broken = broken_;
+      const absl::Status mine = own_error_;
+      stopped_ = false;
+      broken_ = own_error_ = absl::OkStatus();
+      events_.clear();
+      cursor_ = 0;
+      if (!broken.ok()) return mine.ok() ? broken : mine;
+      SL_RETURN_IF_ERROR(sharded::Agree(*pg_, mine, op));
       return absl::InternalError(absl::StrCat(op, ": a rank reported a failure but no error"));
     }
-    for (const FlatParam& p : b.params) {
-      const at::Tensor& shard = LocalShard(p);
-      shard.mutable_grad() = summed.narrow(0, p.offset, shard.numel()).view_as(shard).clone();
+    // The verdict is agreed: the root's gradients and the dense ones.
+    for (size_t i : units_.back().buckets) {
+      SL_ASSIGN_OR_RETURN(const bool flagged,
+                          fsdp_internal::ReduceBucket(*pg_, buckets_[i], false, reduce_scatter_,
+                                                      absl::StrCat(op, " (fsdp reduce-scatter of the root)")));
+      if (flagged) return absl::InternalError(absl::StrCat(op, ": a flag after the agreed verdict"));
     }
-    return absl::OkStatus();
+    if (trainables.dense.empty()) return absl::OkStatus();
+    return AllreduceDenseGrads(trainables, *pg_, absl::OkStatus(), op);
+  }
+
+  absl::Status ReduceWholeModel(const Trainables& trainables, const absl::Status& local, absl::string_view op) {
+    bool carried = false;  // the first reduction carries the verdict
+    for (Bucket& b : buckets_) {
+      SL_ASSIGN_OR_RETURN(
+          const bool flagged,
+          fsdp_internal::ReduceBucket(*pg_, b, !carried && !local.ok(), reduce_scatter_,
+                                      absl::StrCat(op, " (fsdp reduce-scatter of unit ", UnitName(units_[b.unit].name), ")")));
+      if (flagged) {
+        SL_RETURN_IF_ERROR(sharded::Agree(*pg_, carried ? absl::OkStatus() : local, op));
+        return absl::InternalError(absl::StrCat(op, ": a rank reported a failure but no error"));
+      }
+      carried = true;
+    }
+    if (carried && trainables.dense.empty()) return absl::OkStatus();
+    return AllreduceDenseGrads(trainables, *pg_, carried ? absl::OkStatus() : local, op);
   }
 
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
-  bool try_reduce_scatter_;
+  FsdpOptions options_;
   bool probed_ = false;
   bool reduce_scatter_ = false;
   std::vector<Bucket> buckets_;
+  std::vector<Unit> units_;  // the named ones in order, then the root
+  bool per_unit_ = false;
+  std::vector<std::string> names_;  // of the named units
+  std::vector<bool> reshard_;
+  int64_t step_ = 0;
+  // The current micro-batch's schedule and how far this rank is in it.
+  std::vector<Event> events_;
+  size_t cursor_ = 0;
+  std::map<int, std::vector<GatherWork>> in_flight_;
+  std::map<int, int> grads_pending_;
+  at::Tensor boundary_;
+  bool reduce_flagged_ = false;
+  bool in_reduce_ = false;
+  bool stopped_ = false;
+  absl::Status own_error_;  // this rank's failure, reported in the verdict
+  absl::Status broken_;     // a collective that failed
 };
 
 // The shard of `param` this rank keeps: its dim-0 chunk, as a ShardedTensor
@@ -185,10 +414,14 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
   const bool held = !module.sharded_parameters().empty();
   size_t planned = 0;
   std::vector<Bucket> buckets;
+  std::vector<Unit> units;
   for (const UnitPlan& unit : plan) {
+    const int index = static_cast<int>(units.size());
+    units.push_back({unit.name, unit.module, {}, 0});
     std::map<c10::ScalarType, Bucket> by_dtype;
     for (const UnitParameter& u : unit.params) {
       ++planned;
+      ++units.back().params;
       FlatParam p;
       p.param = u.param;
       if (held) {
@@ -209,19 +442,22 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
       for (size_t d = 1; d < p.sizes.size(); ++d) p.row_numel *= p.sizes[d];
       int64_t chunk_rows = 0;
       for (const auto& [first, rows] : p.rows) chunk_rows = std::max(chunk_rows, rows);
-      Bucket& b = by_dtype.try_emplace(p.shard->dtype(), Bucket{unit.name, p.shard->dtype(), {}, 0}).first->second;
+      Bucket& b = by_dtype.try_emplace(p.shard->dtype(), Bucket{index, p.shard->dtype(), {}, 0}).first->second;
       p.offset = b.slot_numel;
       b.slot_numel += chunk_rows * p.row_numel;
       b.params.push_back(std::move(p));
     }
-    for (auto& [dtype, b] : by_dtype) buckets.push_back(std::move(b));
+    for (auto& [dtype, b] : by_dtype) {
+      units.back().buckets.push_back(buckets.size());
+      buckets.push_back(std::move(b));
+    }
   }
   if (held && planned != module.sharded_parameters().size()) {
     return absl::FailedPreconditionError(absl::StrCat(module.name(), " is held sharded by an earlier Fit with ",
                                                       module.sharded_parameters().size(),
                                                       " parameters; this plan shards ", planned));
   }
-  auto run = std::make_unique<FsdpRun>(ctx.pg, options_.reduce_scatter, std::move(buckets));
+  auto run = std::make_unique<FsdpRun>(ctx.pg, options_, std::move(buckets), std::move(units));
   run->Reshard();  // between steps each parameter is its shard
   return std::unique_ptr<StrategyRun>(std::move(run));
 }

@@ -31,17 +31,42 @@
 //
 // Units (FsdpOptions::units, fsdp_units.h) group the parameters into those
 // collectives as fully_shard applied bottom-up does; the root holds what no
-// unit claims. In this version every unit is gathered at the start of the
-// step and resharded after backward (memory in the step is the whole model,
-// as ddp; between steps 1/W): per-unit gathering in the forward, freeing
-// after it (reshard_after_forward), re-gathering in backward and prefetch are
-// not implemented yet. Why not simply: those collectives would run inside
-// the user's TrainingStep and backward, and a rank whose TrainingStep fails
-// before a unit's forward would leave its peers in that unit's all-gather
-// (the verdict only travels with the reduction after backward). Per-unit
-// gathering needs every unit collective to carry a failure flag and a failed
-// rank to join the remaining schedule of them (zeros, flag set) until its
-// peers stop at the same one.
+// unit claims. By default every unit is gathered at the start of the step
+// and resharded after backward (memory in the step is the whole model, as
+// ddp; between steps 1/W).
+//
+// Per-unit gathering (FsdpOptions::per_unit: ZeRO-3 inside the step, as
+// fully_shard does). The module's forward runs each unit through
+// RunFsdpUnit (fsdp_unit.h: LibTorch C++ has no module forward hooks; the
+// call is a plain forward under any other strategy). BeforeStep gathers only
+// the root. Entering a unit all-gathers its parameters (with prefetch the
+// next unit's all-gather is issued, asynchronously, once this one's arrived,
+// so it overlaps this unit's compute); leaving it frees them
+// (reshard_after_forward; the root stays gathered). A hook on the unit's
+// output gathers them again when the output's gradient arrives (prefetching
+// the previous unit's), and a post hook on each parameter's AccumulateGrad
+// reduce-scatters the unit's gradients once all have accumulated, adding
+// each rank's chunk to its shard's gradient and freeing the full ones. A
+// full parameter keeps one storage for the Fit, freed and allocated again
+// in place, so the views autograd saved in the forward see the gathered
+// values in the backward and hold no memory in between. ReduceGradients
+// reduce-scatters the root and sums dense gradients. At most the root and
+// two units are unsharded at once (one without prefetch).
+//
+// Failure inside the step. The unit collectives run inside the user's
+// TrainingStep and backward, so a rank whose TrainingStep fails before a
+// unit's forward would leave its peers in that unit's all-gather. So every
+// unit collective carries a failure flag (one extra element), and the order
+// of one micro-batch's collectives is a list every rank walks alike
+// (fsdp_schedule.h): a tiny boundary allreduce at each micro-batch's start
+// and at ReduceGradients, the forward's all-gathers, the backward's
+// all-gathers and reduce-scatters. A rank whose step failed walks the rest
+// of the list with its flag set; every rank stops at the first flagged
+// collective it waits on, and ReduceGradients agrees the verdict: every rank
+// returns "<op> failed on rank R: <R's error>". A rank whose forward
+// deviates from the list (a unit skipped, entered twice or out of
+// FsdpOptions::units order, a unit parameter without a gradient) fails the
+// same way, naming the unit.
 //
 // Setup errors (agreed by the Trainer, on every rank, before any collective):
 // FailedPrecondition when the build lacks ShardedTensor support (the module
@@ -54,6 +79,8 @@
 #ifndef SHARDLIGHT_LIGHTNING_STRATEGIES_FSDP_STRATEGY_H_
 #define SHARDLIGHT_LIGHTNING_STRATEGIES_FSDP_STRATEGY_H_
 
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -68,6 +95,23 @@ struct FsdpOptions {
   // Use c10d's reduce_scatter where a probe at the first step finds it works;
   // false: always allreduce + narrow.
   bool reduce_scatter = true;
+  // ZeRO-3 inside the step (see "Per-unit gathering" above): each named unit
+  // is gathered only around its forward and backward, which the module's
+  // forward marks with RunFsdpUnit (fsdp_unit.h). false: every unit is
+  // gathered for the whole step.
+  bool per_unit = false;
+  // Per-unit: free a unit's full parameters after its forward and gather
+  // them again for its backward (FSDP2's default); false keeps them from the
+  // forward to the end of the unit's backward. The root is never resharded
+  // after forward.
+  bool reshard_after_forward = true;
+  // Per-unit: issue the next unit's all-gather (forward order, then backward
+  // order) before the current unit computes.
+  bool prefetch = true;
+  // Per-unit, for tests and memory tools: called on entering each unit's
+  // forward, once its parameters are gathered, with the unit's name and the
+  // bytes of full (unsharded) parameter storage this rank holds then.
+  std::function<void(const std::string& unit, int64_t unsharded_bytes)> on_unit_forward;
 };
 
 class FsdpStrategy : public Strategy {

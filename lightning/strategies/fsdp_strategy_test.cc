@@ -7,6 +7,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 #include "lightning/strategies/fsdp_test_model.h"
 #include "lightning/trainer.h"
 #include "sharded/sharding_spec.h"
+#include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning {
@@ -70,7 +72,8 @@ int64_t LocalBytes(const sharded::StateValue& v) {
 }
 
 absl::StatusOr<Outcome> Train(RankContext& ctx, std::shared_ptr<const Strategy> strategy, int64_t max_steps,
-                              const std::string& dir = "", MlpOptions model = {}, double clip = 0) {
+                              const std::string& dir = "", MlpOptions model = {}, double clip = 0,
+                              int64_t accumulate = 1) {
   Mlp module(model);
   TrainerOptions options;
   options.gradient_clip_norm = clip;
@@ -78,7 +81,8 @@ absl::StatusOr<Outcome> Train(RankContext& ctx, std::shared_ptr<const Strategy> 
   options.seed = kSeed;
   options.checkpoint_dir = dir;
   options.strategy = std::move(strategy);
-  MlpData data(kBatch, kSeed);
+  options.accumulate_grad_batches = accumulate;
+  MlpData data(kBatch, kSeed, model.dtype);
   Trainer trainer(options);
   auto fit = trainer.Fit(module, data, ctx.pg);
   if (!fit.ok()) return fit.status();
@@ -295,6 +299,183 @@ TEST(FsdpStrategyTest, ASecondFitKeepsTheShardsAndDdpRefusesThem) {
   ASSERT_TRUE(twice.ok()) << twice.status();
   for (const std::string& e : *twice) {
     EXPECT_THAT(e, ::testing::HasSubstr("configure failed on rank 0: Mlp's parameters are held sharded"));
+  }
+}
+
+// Per-unit gathering (FsdpOptions::per_unit, RunFsdpUnit in the model's
+// forward) computes what gathering the whole model computes: the same
+// collectives' sums, so the same losses and parameters, at every world size
+// (W=4: blocks.1 and head have empty shards), with and without resharding
+// after forward and prefetch, and with micro-batches accumulated.
+std::shared_ptr<const Strategy> PerUnit(bool reshard, bool prefetch,
+                                        std::function<void(const std::string&, int64_t)> observe = nullptr) {
+  FsdpOptions options{{"blocks.0", "blocks.1"}};
+  options.per_unit = true;
+  options.reshard_after_forward = reshard;
+  options.prefetch = prefetch;
+  options.on_unit_forward = std::move(observe);
+  return std::make_shared<FsdpStrategy>(options);
+}
+
+double LargestRelative(const std::vector<double>& got, const std::vector<double>& want) {
+  double worst = got.size() == want.size() ? 0 : 1e300;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
+  }
+  return worst;
+}
+
+TEST(FsdpStrategyTest, PerUnitGatheringEqualsWholeModelAndDdp) {
+  for (c10::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    // fp64: bit-equal to whole-model fsdp, ddp within 1e-12; fp32: 1e-6.
+    const double tolerance = dtype == at::kDouble ? 1e-12 : 1e-6;
+    MlpOptions model;
+    model.dtype = dtype;
+    for (int w : {1, 2, 3, 4}) {
+      for (int64_t accumulate : {1, 2}) {
+        SimulatedCluster cluster(w);
+        auto ddp = cluster.Run([&](RankContext& ctx) { return Train(ctx, nullptr, 4, "", model, 0, accumulate); });
+        ASSERT_TRUE(ddp.ok()) << ddp.status();
+        auto whole = cluster.Run([&](RankContext& ctx) { return Train(ctx, Fsdp(), 4, "", model, 0, accumulate); });
+        ASSERT_TRUE(whole.ok()) << whole.status();
+        for (bool reshard : {true, false}) {
+          for (bool prefetch : {true, false}) {
+            const std::string what = absl::StrCat(c10::toString(dtype), " W=", w, " accumulate ", accumulate,
+                                                  " reshard ", reshard, " prefetch ", prefetch);
+            auto unit = cluster.Run(
+                [&](RankContext& ctx) { return Train(ctx, PerUnit(reshard, prefetch), 4, "", model, 0, accumulate); });
+            ASSERT_TRUE(unit.ok()) << what << ": " << unit.status();
+            const Outcome& u = (*unit)[0];
+            // One reduce-scatter per micro-batch (per-unit) against one of
+            // the accumulated gradients (whole model): equal sums, rounded
+            // in another order.
+            if (accumulate == 1) {
+              EXPECT_EQ(u.losses, (*whole)[0].losses) << what;
+            } else {
+              EXPECT_LE(LargestRelative(u.losses, (*whole)[0].losses), tolerance) << what;
+            }
+            EXPECT_LE(LargestRelative(u.losses, (*ddp)[0].losses), tolerance) << what;
+            for (const auto& [key, value] : (*whole)[0].state) {
+              EXPECT_TRUE(accumulate == 1 ? at::equal(u.state.at(key), value)
+                                          : at::allclose(u.state.at(key), value, tolerance, tolerance))
+                  << what << " " << key;
+              EXPECT_TRUE(at::allclose(u.state.at(key), (*ddp)[0].state.at(key), tolerance, tolerance)) << what << " " << key;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Inside the forward a rank holds the root (head) and the unit it computes
+// -- not the whole model: at each unit's entry the full parameter storage
+// alive is counted (FsdpOptions::on_unit_forward). Without resharding after
+// forward the units gathered so far stay.
+TEST(FsdpStrategyTest, PerUnitHoldsOneUnitUnshardedAtATimeInForward) {
+  MlpOptions wide;
+  wide.hidden = 64;
+  const int64_t head = (3 + 1) * 4;
+  const int64_t unit0 = (64 * 6 + 64) * 4;
+  const int64_t unit1 = (3 * 64 + 3) * 4;
+  for (int w : {1, 3, 4}) {
+    for (bool reshard : {true, false}) {
+      for (bool prefetch : {true, false}) {
+        SimulatedCluster cluster(w);
+        auto seen = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<std::vector<std::string>> {
+          std::vector<std::string> entries;
+          auto observe = [&](const std::string& unit, int64_t bytes) { entries.push_back(absl::StrCat(unit, ":", bytes)); };
+          SL_RETURN_IF_ERROR(Train(ctx, PerUnit(reshard, prefetch, observe), 2, "", wide).status());
+          return entries;
+        });
+        ASSERT_TRUE(seen.ok()) << seen.status();
+        const std::string first = absl::StrCat("blocks.0:", head + unit0);
+        const std::string second = absl::StrCat("blocks.1:", head + unit1 + (reshard ? 0 : unit0));
+        for (const auto& entries : *seen) {
+          EXPECT_EQ(entries, std::vector<std::string>({first, second, first, second}))
+              << "W=" << w << " reshard " << reshard << " prefetch " << prefetch;
+        }
+      }
+    }
+  }
+}
+
+// A rank whose TrainingStep fails in the middle of the forward (after
+// blocks.0) leaves no peer in blocks.1's all-gather: it joins the rest of the
+// schedule with its failure flag, every rank stops at the same collective,
+// and every rank returns the failing rank's error. Before any unit, too.
+TEST(FsdpStrategyTest, PerUnitFailureMidForwardFailsEveryRankNamingIt) {
+  for (int w : {2, 3, 4}) {
+    for (bool after_first_unit : {true, false}) {
+      for (bool prefetch : {true, false}) {
+        MlpOptions failing;
+        failing.fail_rank = w - 1;
+        failing.fail_step = 2;
+        failing.fail_after_first_unit = after_first_unit;
+        SimulatedCluster cluster(w);
+        auto errors = cluster.Run([&](RankContext& ctx) -> std::string {
+          auto run = Train(ctx, PerUnit(true, prefetch), 5, "", failing);
+          return run.ok() ? "ok" : run.status().ToString();
+        });
+        ASSERT_TRUE(errors.ok()) << errors.status();
+        const std::string want = absl::StrCat("DATA_LOSS: training step 2 failed on rank ", w - 1, ": bad batch on rank ",
+                                              w - 1, after_first_unit ? " after blocks.0" : "");
+        for (const std::string& e : *errors) EXPECT_EQ(e, want) << "W=" << w << " prefetch " << prefetch;
+      }
+    }
+  }
+}
+
+// A rank whose forward enters no unit while its peers enter them: its
+// ReduceGradients meets their first unit at the micro-batch boundary, which
+// fails the step on every rank, naming that rank and why.
+TEST(FsdpStrategyTest, PerUnitRankThatEntersNoUnitFailsEveryRank) {
+  for (int w : {2, 3}) {
+    MlpOptions skipping;
+    skipping.skip_units_rank = 1;
+    SimulatedCluster cluster(w);
+    auto errors = cluster.Run([&](RankContext& ctx) -> std::string {
+      auto run = Train(ctx, PerUnit(true, true), 2, "", skipping);
+      return run.ok() ? "ok" : run.status().ToString();
+    });
+    ASSERT_TRUE(errors.ok()) << errors.status();
+    for (const std::string& e : *errors) {
+      EXPECT_THAT(e, ::testing::StartsWith("FAILED_PRECONDITION: training step 0 failed on rank 1: fsdp: this rank's "
+                                           "step entered no unit while other ranks entered them"))
+          << "W=" << w;
+    }
+  }
+}
+
+// Validation runs the forward under no_grad inside the strategy's
+// BeforeStep/ReduceGradients pair: per-unit fsdp gathers each unit only
+// around its forward there too, and the values equal whole-model fsdp's.
+TEST(FsdpStrategyTest, PerUnitValidationEqualsWholeModel) {
+  for (int w : {1, 3, 4}) {
+    SimulatedCluster cluster(w);
+    auto validate = [&](std::shared_ptr<const Strategy> strategy) {
+      return cluster.Run([&](RankContext& ctx) -> absl::StatusOr<std::vector<std::pair<int64_t, std::map<std::string, double>>>> {
+        Mlp module;
+        TrainerOptions options;
+        options.max_steps = 4;
+        options.seed = kSeed;
+        options.val_check_interval = 2;
+        options.limit_val_batches = 3;
+        options.strategy = strategy;  // shared by the rank threads
+        MlpData data(kBatch, kSeed), val(kBatch, kSeed + 1);
+        auto fit = Trainer(options).Fit(module, data, val, ctx.pg);
+        if (!fit.ok()) return fit.status();
+        return fit->validations;
+      });
+    };
+    auto whole = validate(Fsdp());
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    ASSERT_EQ((*whole)[0].size(), 2u);
+    for (bool reshard : {true, false}) {
+      auto unit = validate(PerUnit(reshard, true));
+      ASSERT_TRUE(unit.ok()) << unit.status();
+      EXPECT_EQ((*unit)[0], (*whole)[0]) << "W=" << w << " reshard " << reshard;
+    }
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/strategies/fsdp_unit.h"
 #include "sharded/global_random.h"
 #include "sharded/sharding_spec.h"
 
@@ -15,6 +16,7 @@ Mlp::Mlp(MlpOptions options) : LightningModule("Mlp"), options_(options) {
       "blocks", torch::nn::ModuleList(torch::nn::Linear(6, options_.hidden), torch::nn::Linear(options_.hidden, 3)));
   head_ = register_module("head", torch::nn::Linear(3, 1));
   if (options_.tie) head_->register_parameter("tied", blocks_[1]->as<torch::nn::Linear>()->weight);
+  if (options_.dtype != at::kFloat) to(options_.dtype);
 }
 
 absl::Status Mlp::ConfigureShardedModel(const ShardedContext& ctx) {
@@ -30,16 +32,27 @@ absl::Status Mlp::ConfigureShardedModel(const ShardedContext& ctx) {
 }
 
 absl::StatusOr<at::Tensor> Mlp::TrainingStep(const Batch& batch, const StepContext& ctx) {
-  if (ctx.rank == options_.fail_rank && ctx.step == options_.fail_step) {
+  const bool fail = ctx.rank == options_.fail_rank && ctx.step == options_.fail_step;
+  if (fail && !options_.fail_after_first_unit) {
     return absl::DataLossError(absl::StrCat("bad batch on rank ", ctx.rank));
   }
+  if (ctx.rank == options_.skip_units_rank) return at::zeros({}, options_.dtype);
   const auto [first, rows] = sharded::ChunkRanges(batch[0].size(0), ctx.world_size)[ctx.rank];
-  if (rows == 0) return at::zeros({}, at::kFloat);
+  // A rank without rows still runs every unit (on no rows): per-unit fsdp gathers in each.
   at::Tensor x = batch[0].narrow(0, first, rows);
-  at::Tensor h = at::tanh(blocks_[0]->as<torch::nn::Linear>()->forward(x));
-  h = at::tanh(blocks_[1]->as<torch::nn::Linear>()->forward(h));
+  at::Tensor h = RunFsdpUnit(*blocks_[0], [&] { return at::tanh(blocks_[0]->as<torch::nn::Linear>()->forward(x)); });
+  if (fail) return absl::DataLossError(absl::StrCat("bad batch on rank ", ctx.rank, " after blocks.0"));
+  h = RunFsdpUnit(*blocks_[1], [&] { return at::tanh(blocks_[1]->as<torch::nn::Linear>()->forward(h)); });
   at::Tensor predicted = head_->forward(h).reshape({-1});
   return (predicted - batch[1].narrow(0, first, rows)).pow(2).sum() / batch[0].size(0);
+}
+
+absl::StatusOr<ValidationLog> Mlp::ValidationStep(const Batch& batch, const StepContext& ctx) {
+  StepContext unfailing = ctx;
+  unfailing.step = -2;  // fail_step never matches
+  auto loss = TrainingStep(batch, unfailing);
+  if (!loss.ok()) return loss.status();
+  return ValidationLog{{"val_loss", *loss}};
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> Mlp::ConfigureOptimizers() {
@@ -52,6 +65,7 @@ Batch MlpData::GetBatch(int64_t step) const {
   at::Tensor x = at::empty({batch_size_, 6}, at::kFloat);
   sharded::FillGlobalRandom(x, {0, 0}, {batch_size_, 6}, seed_ * 7919 + static_cast<uint64_t>(step),
                             sharded::RandomKind::kNormal);
+  x = x.to(dtype_);
   at::Tensor y = at::sin(x.sum(1)) + 0.1 * x.select(1, 0);
   return {x, y};
 }

@@ -1,7 +1,6 @@
 #include "lightning/strategies/fsdp_units.h"
 
 #include <map>
-#include <set>
 #include <unordered_map>
 
 #include "absl/strings/match.h"
@@ -11,9 +10,9 @@
 namespace shardlight::lightning {
 
 absl::StatusOr<std::vector<UnitPlan>> PlanUnits(torch::nn::Module& root, const std::vector<std::string>& units) {
-  std::set<std::string> submodules;
+  std::map<std::string, torch::nn::Module*> submodules;
   for (const auto& [prefix, m] : ModulesWithPrefixes(root)) {
-    if (!prefix.empty()) submodules.insert(prefix.substr(0, prefix.size() - 1));
+    if (!prefix.empty()) submodules.emplace(prefix.substr(0, prefix.size() - 1), m);
   }
   std::vector<UnitPlan> plan;
   std::map<std::string, size_t> index;  // unit name -> its place in `plan`
@@ -25,10 +24,10 @@ absl::StatusOr<std::vector<UnitPlan>> PlanUnits(torch::nn::Module& root, const s
     if (!index.emplace(unit, plan.size()).second) {
       return absl::InvalidArgumentError(absl::StrCat("fsdp unit \"", unit, "\" is named twice"));
     }
-    plan.push_back({unit, {}});
+    plan.push_back({unit, submodules.at(unit), {}});
   }
   index.emplace("", plan.size());
-  plan.push_back({"", {}});
+  plan.push_back({"", &root, {}});
   // Bottom-up: the longest unit path that contains the key's module.
   auto owner = [&](const std::string& key) -> size_t {
     size_t best = index.at("");

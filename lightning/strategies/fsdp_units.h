@@ -26,6 +26,7 @@ struct UnitParameter {
 
 struct UnitPlan {
   std::string name;  // the submodule's path; "" for the root
+  torch::nn::Module* module = nullptr;  // that submodule (the root for "")
   std::vector<UnitParameter> params;  // registration order
 };
 

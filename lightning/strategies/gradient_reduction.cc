@@ -25,11 +25,13 @@ absl::Status AllreduceWithVerdict(c10d::ProcessGroup& pg, at::Tensor& flat, cons
 
 absl::Status AllreduceDenseGrads(const Trainables& trainables, c10d::ProcessGroup& pg, const absl::Status& local,
                                  absl::string_view op) {
-  std::vector<at::Tensor> parts = {at::zeros({0})};
+  at::ScalarType wide = at::kFloat;  // float64 gradients are summed in float64, the others in float32
   for (const auto& d : trainables.dense) {
     if (!d.param.grad().defined() || !local.ok()) d.param.mutable_grad() = at::zeros_like(d.param);
-    parts.push_back(d.param.grad().reshape({-1}).to(at::kFloat));
+    wide = c10::promoteTypes(wide, d.param.grad().scalar_type());
   }
+  std::vector<at::Tensor> parts = {at::zeros({0}, wide)};
+  for (const auto& d : trainables.dense) parts.push_back(d.param.grad().reshape({-1}).to(wide));
   at::Tensor flat = at::cat(parts);
   SL_RETURN_IF_ERROR(AllreduceWithVerdict(pg, flat, local, op));
   int64_t pos = 0;

@@ -126,6 +126,19 @@ Outcome Train(std::vector<int64_t> shape, int world, int fail_dp = -1, bool dens
   return out;
 }
 
+// An LR schedule sets the rate through Optimizer::set_lr: the mesh AdamW
+// must step with it (it kept its own, so a schedule never reached it).
+TEST(ModelParallelStrategyTest, MeshAdamWFollowsTheScheduledRate) {
+  auto adam = tp::MeshAdamWOptimizer::Create({}, {0.05, 0.9, 0.99, 1e-8, 0.01});
+  ASSERT_TRUE(adam.ok()) << adam.status();
+  EXPECT_EQ((*adam)->lr(), 0.05);
+  ASSERT_TRUE((*adam)->set_lr(0.0125).ok());
+  EXPECT_EQ((*adam)->lr(), 0.0125);
+  EXPECT_EQ((*adam)->adam().lr(), 0.0125);
+  EXPECT_FALSE((*adam)->set_lr(-1).ok());
+  EXPECT_EQ((*adam)->adam().lr(), 0.0125);
+}
+
 TEST(ModelParallelStrategyTest, EveryMeshTrainsTheSame) {
   const Outcome one = Train({1, 1}, 1);
   ASSERT_TRUE(one.ranks[0].ok()) << one.ranks[0].status();

@@ -40,6 +40,10 @@ class MeshAdamW {
   void Step();
   void ZeroGrad();
   int64_t steps() const { return step_[0].item<int64_t>(); }
+  // The learning rate the next Step uses; an LR schedule sets it (through
+  // MeshAdamWOptimizer::set_lr, which checks it) before each step.
+  double lr() const { return options_.lr; }
+  void set_lr(double lr) { options_.lr = lr; }
 
   // The moments' checkpoint views (each distinct box once) and the step,
   // sharing storage. For a save: AddStateTo(dict, prefix, /*for_load=*/false).

@@ -30,6 +30,10 @@ class MeshAdamWOptimizer : public Optimizer {
   void Step() override;
   absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override;
   MeshAdamW& adam() { return *adam_; }
+  double lr() const override { return adam_->lr(); }
+
+ protected:
+  void SetLr(double lr) override { adam_->set_lr(lr); }
 
  private:
   MeshAdamWOptimizer(Trainables local_pieces, std::unique_ptr<MeshAdamW> adam)

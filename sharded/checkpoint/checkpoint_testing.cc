@@ -25,6 +25,14 @@ at::Tensor Sentinel(const at::Tensor& like) {
 
 }  // namespace
 
+std::vector<TensorSpec> UnevenModel(int world) {
+  return {{"layer.weight", {37, 11}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, world)},
+          {"layer.bias", {11}, c10::ScalarType::BFloat16, std::nullopt},
+          {"embedding", {37, 6}, c10::ScalarType::Half, ChunkShardingSpec::OnRanks(world > 1 ? 1 : 0, world)},
+          {"empty", {2, 3}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, world)},
+          {"step", {}, c10::ScalarType::Long, std::nullopt}};
+}
+
 simulate::ClusterOptions Options() {
   simulate::ClusterOptions o;
   o.collective_timeout = std::chrono::seconds(15);

@@ -66,6 +66,11 @@ std::map<std::string, std::string> DirectorySnapshot(const std::string& dir);
 // range) and different for different keys and salts.
 at::Tensor KeyedReference(const std::string& key, const std::vector<int64_t>& sizes, c10::ScalarType dtype, int salt);
 
+// A small model for `world` ranks with uneven shards, and empty ones at
+// W >= 3 (37 rows over the ranks; "empty" has 2 rows), mixed dtypes, a
+// dense tensor and a 0-d one.
+std::vector<TensorSpec> UnevenModel(int world);
+
 // This rank's state dict: reference values (salt >= 0) or every element set
 // to a sentinel (salt < 0) for a dict to load into.
 absl::StatusOr<StateDict> MakeState(const std::vector<TensorSpec>& specs, int salt,

@@ -345,6 +345,19 @@ absl::Status Fail(const ReadOp& op, const absl::Status& s) {
   return absl::Status(s.code(), absl::StrCat("key ", Quote(*op.key), ": ", s.message()));
 }
 
+// Tells each file which byte ranges the pass over `ops` will read, in
+// order, so that an object store fetches exactly those, several at once.
+void HintReads(CheckpointReader& reader, const std::vector<ReadOp>& ops) {
+  std::vector<std::pair<const File*, std::vector<ByteRange>>> per_file;
+  for (const ReadOp& op : ops) {
+    if (per_file.empty() || per_file.back().first != op.file) per_file.push_back({op.file, {}});
+    const ByteRange span =
+        EntryReader::SpanOf(reader.SourceOf(*op.tensor, *op.shard, op.file), op.region.offsets, op.region.sizes);
+    if (span.second > span.first) per_file.back().second.push_back(span);
+  }
+  for (auto& [file, ranges] : per_file) file->WillRead(std::move(ranges));
+}
+
 // Reads and checks every block the copies will need; writes nothing.
 absl::Status VerifyAll(CheckpointReader& reader, const std::vector<ReadOp>& ops, EntryReader& entries) {
   for (const ReadOp& op : ops) {
@@ -437,7 +450,10 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
   // read, and no rank writes unless all are sound.
   if (options.verify_before_write) {
     const Clock::time_point verify_started = Clock::now();
-    absl::Status verified = NoThrow([&] { return VerifyAll(*reader, ops, entries); });
+    absl::Status verified = NoThrow([&] {
+      HintReads(*reader, ops);
+      return VerifyAll(*reader, ops, entries);
+    });
     data_time += Clock::now() - verify_started;
     const absl::Status s = Agree(pg, verified, what);
     if (!s.ok()) {
@@ -448,7 +464,10 @@ absl::Status LoadCheckpoint(StateDict& to_fill, const std::string& dir, c10d::Pr
 
   // Step 4: read into the destinations, checking every block.
   const Clock::time_point copy_started = Clock::now();
-  mine = NoThrow([&] { return CopyAll(*reader, ops, entries); });
+  mine = NoThrow([&] {
+    HintReads(*reader, ops);
+    return CopyAll(*reader, ops, entries);
+  });
   data_time += Clock::now() - copy_started;
 
   // Step 5: every rank returns the same outcome; the values are set once

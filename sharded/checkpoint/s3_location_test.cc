@@ -39,15 +39,7 @@ namespace {
 using simulate::RankContext;
 using simulate::SimulatedCluster;
 
-// Uneven shards, and at W=4 an empty one (37 rows of "embedding" over ranks
-// 1..3 of 4 is uneven; "empty" has 2 rows over up to 4 ranks).
-std::vector<testing::TensorSpec> Model(int world) {
-  return {{"layer.weight", {37, 11}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, world)},
-          {"layer.bias", {11}, c10::ScalarType::BFloat16, std::nullopt},
-          {"embedding", {37, 6}, c10::ScalarType::Half, ChunkShardingSpec::OnRanks(world > 1 ? 1 : 0, world)},
-          {"empty", {2, 3}, c10::ScalarType::Float, ChunkShardingSpec::OnRanks(0, world)},
-          {"step", {}, c10::ScalarType::Long, std::nullopt}};
-}
+std::vector<testing::TensorSpec> Model(int world) { return testing::UnevenModel(world); }
 
 // Loads `dir` (a root when `root`) on `world` ranks and checks the values of `salt`.
 absl::Status LoadAndCheck(const std::string& dir, int world, int salt, bool root) {

@@ -1,5 +1,6 @@
 """Real torch.distributed.checkpoint reads a DCP directory shardlight wrote
-and compares every tensor with a reference torch.save file (bit-equal):
+and compares every tensor with a reference torch.save file (bit-equal), and
+every non-tensor value in it (same type, equal):
   plain   one process, dcp.load into plain tensors
   dtensor under torchrun (Gloo, CPU): dcp.load into DTensors sharded over a
           1-D mesh (Shard(0), or Shard(1) for every other 2-D tensor); each
@@ -16,6 +17,8 @@ import torch.distributed.checkpoint as dcp
 
 
 def same(a, b):
+    if not isinstance(b, torch.Tensor):  # a non-tensor value
+        return type(a) is type(b) and a == b
     a, b = a.contiguous(), b.contiguous()
     return a.dtype == b.dtype and a.shape == b.shape and \
         a.reshape(-1).view(torch.uint8).equal(b.reshape(-1).view(torch.uint8))
@@ -25,7 +28,7 @@ def main():
     mode, directory, reference = sys.argv[1:4]
     ref = torch.load(reference, weights_only=True)
     if mode == "plain":
-        sd = {k: torch.zeros_like(v) for k, v in ref.items()}
+        sd = {k: torch.zeros_like(v) if isinstance(v, torch.Tensor) else None for k, v in ref.items()}
         dcp.load(sd, checkpoint_id=directory)
         got = sd
     elif mode == "torch_save":
@@ -41,7 +44,9 @@ def main():
         mesh = init_device_mesh("cpu", (world,))
         sd, mine, i = {}, {}, 0
         for k, v in ref.items():
-            if v.dim() >= 1:
+            if not isinstance(v, torch.Tensor):  # a non-tensor value: rebuilt by dcp.load
+                sd[k] = None
+            elif v.dim() >= 1:
                 dim = 1 if v.dim() == 2 and i % 2 == 1 else 0
                 i += 1
                 chunks = list(torch.chunk(v, world, dim=dim))

@@ -1,6 +1,7 @@
 // Saves a deterministic state dict from W simulated ranks as a PyTorch
 // distributed checkpoint (SaveDcpCheckpoint), and the same dict in
-// shardlight's own format (the reference the test exports for Python): row-
+// shardlight's own format (the reference the test exports for Python), with
+// non-tensor values (a step, param_groups, bytes, text): row-
 // and column-sharded tensors of several dtypes (uneven, and with empty
 // shards), dense tensors, a 0-d tensor. Saved twice into the DCP directory:
 // the second save replaces the first atomically and removes its files.
@@ -41,6 +42,17 @@ absl::StatusOr<sh::StateDict> MakeDict(int world, const sh::ProcessGroupPtr& pg,
   SL_RETURN_IF_ERROR(d.Insert("flags", at::arange(5, at::kLong).remainder(2).to(at::kBool)));
   SL_RETURN_IF_ERROR(d.Insert("scalar", at::full({}, 3.25)));
   SL_RETURN_IF_ERROR(d.Insert("i32", at::arange(-3, 4, at::kInt)));
+  // Non-tensor values, as a resume holds them (dcp.load rebuilds each).
+  using V = sh::PlainValue;
+  SL_RETURN_IF_ERROR(d.InsertValue("step", V::Int(static_cast<int64_t>(seed) * 1000 + (int64_t{1} << 40))));
+  SL_RETURN_IF_ERROR(d.InsertValue("optim.param_groups.0.lr", V::Float(2.5e-4 * static_cast<double>(seed))));
+  SL_RETURN_IF_ERROR(d.InsertValue("optim.param_groups.0.betas", V::Tuple({V::Float(0.9), V::Float(0.95)})));
+  SL_RETURN_IF_ERROR(d.InsertValue("optim.param_groups.0.params", V::List({V::Int(0), V::Int(-1)})));
+  SL_RETURN_IF_ERROR(d.InsertValue("optim.param_groups.0.foreach", V::None()));
+  SL_RETURN_IF_ERROR(d.InsertValue("run", V::Str("run-\xce\xb1 'q'")));
+  SL_RETURN_IF_ERROR(d.InsertValue("loader", V::Bytes(std::string("\x00\xff\x80\n", 4))));
+  SL_RETURN_IF_ERROR(d.InsertValue("sched", V::Dict({V::Str("last_epoch"), V::Int(5), V::Str("verbose"), V::Bool(false),
+                                                     V::Int(3), V::List({})})));
   return d;
 }
 

@@ -2,10 +2,14 @@
 // trainer_parity_peer.py (same closed-form weights and data, computed by the
 // same ATen kernels), fitted by the Trainer on the simulator with
 // accumulate_grad_batches 2, gradient_clip_norm 1.0, AdamW and a warm-up +
-// cosine LrSchedule, validation every 2 optimizer steps. Prints
-// {"losses", "lrs", "validations"} as JSON on stdout.
+// cosine LrSchedule, validation every 2 optimizer steps and
+// ModelCheckpoint(monitor="val_loss", save_top_k=2) into a checkpoint root
+// at CKPT_DIR. Prints {"losses", "lrs", "validations", "best_k" (its
+// best_k_models: [step, val_loss]), "on_disk" (the root's committed steps),
+// "latest"} as JSON on stdout.
 //
-//   trainer_parity_run [WORLD_SIZE]   (default 1; the batch rows are split over the ranks)
+//   trainer_parity_run WORLD_SIZE CKPT_DIR [PRECISION]
+//   (the batch rows are split over the ranks; PRECISION: TrainerOptions::precision, 32-true by default)
 #include <torch/nn/modules/linear.h>
 
 #include <cstdio>
@@ -16,7 +20,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lightning/model_checkpoint.h"
 #include "lightning/trainer.h"
+#include "sharded/checkpoint/roots/checkpoint_root.h"
+#include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/sharding_spec.h"
 #include "simulate/core/simulated_cluster.h"
 
@@ -101,9 +108,15 @@ std::string Doubles(const std::vector<double>& v) {
 }
 
 int Main(int argc, char** argv) {
-  const int world_size = argc > 1 ? std::atoi(argv[1]) : 1;
+  if (argc != 3 && argc != 4) {
+    std::cerr << "usage: trainer_parity_run WORLD_SIZE CKPT_DIR [PRECISION]\n";
+    return 2;
+  }
+  const int world_size = std::atoi(argv[1]);
+  const std::string dir = argv[2];
   simulate::SimulatedCluster cluster(world_size);
-  auto fit = cluster.Run([&](simulate::RankContext& ctx) {
+  std::vector<std::shared_ptr<lightning::ModelCheckpoint>> keep(world_size);
+  auto fit = cluster.Run([&](simulate::RankContext& ctx) -> absl::StatusOr<lightning::FitResult> {
     Net net;
     lightning::TrainerOptions options;
     options.max_steps = kSteps;
@@ -111,7 +124,14 @@ int Main(int argc, char** argv) {
     options.gradient_clip_norm = 1.0;
     options.val_check_interval = 2;
     options.limit_val_batches = kValBatches;
-    return lightning::Trainer(options).Fit(net, Rowwise(kMicro, 0.0), Rowwise(kValRows, 0.5), ctx.pg);
+    options.checkpoint_dir = dir;
+    // What retention removes goes to stderr: stdout is the JSON.
+    options.save_options.on_removed = [](const std::string& line) { std::cerr << line << "\n"; };
+    if (argc == 4) options.precision = argv[3];
+    auto mc = lightning::ModelCheckpoint::Create({"val_loss", "min", 2});
+    if (!mc.ok()) return mc.status();
+    keep[ctx.rank] = *mc;
+    return lightning::Trainer(options, {*mc}).Fit(net, Rowwise(kMicro, 0.0), Rowwise(kValRows, 0.5), ctx.pg);
   });
   if (!fit.ok()) {
     std::cerr << fit.status() << "\n";
@@ -122,8 +142,23 @@ int Main(int argc, char** argv) {
   for (const auto& [step, metrics] : r.validations) {
     validations.push_back(absl::StrCat("[", step, ", ", Doubles({metrics.at("val_loss")}).substr(1)));
   }
+  std::vector<std::string> best_k;
+  for (const auto& [step, score] : keep[0]->best_k_models()) {
+    best_k.push_back(absl::StrCat("[", step, ", ", Doubles({score}).substr(1)));
+  }
+  auto root = sharded::checkpoint::ScanCheckpointRoot(dir, sharded::checkpoint::StorageOrDefault(nullptr));
+  if (!root.ok()) {
+    std::cerr << root.status() << "\n";
+    return 1;
+  }
+  std::vector<int64_t> on_disk;
+  for (const auto& s : root->steps) {
+    if (s.committed) on_disk.push_back(s.step);
+  }
   std::cout << "{\"losses\": " << Doubles(r.losses) << ", \"lrs\": " << Doubles(r.lrs) << ", \"validations\": ["
-            << absl::StrJoin(validations, ", ") << "]}\n";
+            << absl::StrJoin(validations, ", ") << "], \"best_k\": [" << absl::StrJoin(best_k, ", ")
+            << "], \"on_disk\": [" << absl::StrJoin(on_disk, ", ") << "], \"latest\": " << root->latest.value_or(-1)
+            << "}\n";
   return 0;
 }
 

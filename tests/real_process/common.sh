@@ -43,12 +43,14 @@ digest_of() { sed -n 's/^train: final state digest \([0-9a-f]*\)$/\1/p' <<<"$1" 
 # The simulator's digest for the main job: W ranks to steps/2, then W-1 to steps.
 sim_digest() { "$cluster_bin" --world_size="$1" --steps="$2" --seed="$3" | sed -n 's/^final state digest //p'; }
 
-# The pid of the train process with RANK=$1 whose command line holds $2.
+# The pid of the train process with RANK=$1 whose command line holds $2
+# ($3: the variable that holds the rank, RANK unless given; mpirun's is
+# OMPI_COMM_WORLD_RANK).
 worker_pid() {
-  local rank=$1 marker=$2 pid
+  local rank=$1 marker=$2 var=${3:-RANK} pid
   for pid in $(pgrep -f -- "$marker"); do
     [ "$(readlink "/proc/$pid/exe" 2>/dev/null)" = "$train_bin" ] || continue
-    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "RANK=$rank"; then
+    if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx "$var=$rank"; then
       echo "$pid"
       return 0
     fi
@@ -64,4 +66,32 @@ wait_for_file() {
     sleep 0.1
   done
   return 1
+}
+
+# Kills rank $2 of the running 4-process job $1 (its launcher: $3; the rank's
+# variable: $4) once checkpoint root $5 has a checkpoint, then checks that the
+# launcher exits non-zero, every other rank names the lost rank in the job's
+# output file $6, well within the collective timeout $7 (ms), and the last
+# checkpoint still verifies.
+kill_and_expect_peers_name_it() {
+  local job=$1 victim=$2 launcher=$3 var=$4 ckpt=$5 outfile=$6 timeout_ms=$7 pid killed_at rc elapsed_ms out r
+  wait_for_file "$ckpt/index.json" 120 || fail "no checkpoint appeared: $(cat "$outfile")"
+  pid=$(worker_pid "$victim" "$ckpt" "$var") || fail "rank $victim's process not found"
+  killed_at=$(($(date +%s%N) / 1000000))
+  kill -9 "$pid"
+  wait "$job"
+  rc=$?
+  elapsed_ms=$(($(date +%s%N) / 1000000 - killed_at))
+  out=$(cat "$outfile")
+  [ $rc -ne 0 ] || fail "$launcher exited 0 after a worker was killed: $out"
+  for r in 0 1 2 3; do
+    ((r == victim)) && continue
+    # Rank r's own line (torchrun prefixes it with [defaultr]:; mpirun may
+    # put another rank's partial line before it).
+    grep -q "train: rank $r: .*rank $victim is gone" <<<"$out" ||
+      fail "rank $r did not name the lost rank $victim: $out"
+  done
+  note "every peer named rank $victim; $launcher exited $rc ${elapsed_ms} ms after the kill (collective timeout $timeout_ms ms)"
+  ((elapsed_ms < timeout_ms + 30000)) || fail "the exits took ${elapsed_ms} ms"
+  "$ckpt_bin" verify "$ckpt" >/dev/null || fail "the last checkpoint does not verify after the kill of rank $victim"
 }

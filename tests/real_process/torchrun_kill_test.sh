@@ -38,23 +38,6 @@ for victim in ${KILL_VICTIMS:-2 0}; do
   ckpt="$work/norestart_$victim"
   torchrun_job 4 --max_restarts=0 "$train_bin" --steps=200 --seed=5 --checkpoint_dir="$ckpt" --checkpoint_every=4 \
     --min_step_ms=100 --timeout_ms=$timeout_ms >"$work/norestart_$victim.out" 2>&1 &
-  job=$!
-  wait_for_file "$ckpt/index.json" 120 || fail "no checkpoint appeared: $(cat "$work/norestart_$victim.out")"
-  pid=$(worker_pid "$victim" "$ckpt") || fail "rank $victim's process not found"
-  killed_at=$(($(date +%s%N) / 1000000))
-  kill -9 "$pid"
-  wait $job
-  rc=$?
-  elapsed_ms=$(($(date +%s%N) / 1000000 - killed_at))
-  out=$(cat "$work/norestart_$victim.out")
-  [ $rc -ne 0 ] || fail "torchrun exited 0 after a worker was killed: $out"
-  for r in 0 1 2 3; do
-    ((r == victim)) && continue
-    grep -q "^\(\[default$r\]:\)\{0,1\}train: rank $r: .*rank $victim is gone" <<<"$out" ||
-      fail "rank $r did not name the lost rank $victim: $out"
-  done
-  note "every peer named rank $victim; torchrun exited $rc ${elapsed_ms} ms after the kill (collective timeout $timeout_ms ms)"
-  ((elapsed_ms < timeout_ms + 30000)) || fail "the exits took ${elapsed_ms} ms"
-  "$ckpt_bin" verify "$ckpt" >/dev/null || fail "the last checkpoint does not verify after the kill of rank $victim"
+  kill_and_expect_peers_name_it $! "$victim" torchrun RANK "$ckpt" "$work/norestart_$victim.out" $timeout_ms
 done
 echo "PASS"

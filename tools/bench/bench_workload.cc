@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/crc32c.h"
 #include "sharded/sharding_spec.h"
@@ -22,7 +23,40 @@ void Fill(const at::Tensor& x, int64_t first, int t) {
   for (int64_t k = 0; k < x.numel(); ++k) p[k] = PatternValue(first + k, t);
 }
 
+constexpr int64_t kCols = 1024;
+constexpr int kSizeTensors = 64;
+constexpr int64_t kSmall[4][2] = {{2, 2}, {8, 8}, {16, 32}, {64, 32}};
+
 }  // namespace
+
+absl::StatusOr<std::vector<BenchTensor>> BenchShapes(const std::string& workload, int world) {
+  const size_t colon = workload.find(':');
+  const std::string kind = workload.substr(0, colon), value = colon == std::string::npos ? "" : workload.substr(colon + 1);
+  std::vector<BenchTensor> out;
+  if (kind == "size") {
+    double gib = 0;
+    if (!absl::SimpleAtod(value, &gib) || !(gib > 0 && gib <= 64)) return absl::InvalidArgumentError("bad size:GiB");
+    const double total = gib * (int64_t{1} << 30);
+    double weights = 0;
+    for (int t = 0; t < kSizeTensors; t += 2) weights += (t / 2) % 4 + 1;
+    const double unit = (total - (kSizeTensors / 2) * kCols * 4) / (weights * kCols * 4);
+    for (int t = 0; t < kSizeTensors; ++t) {
+      if (t % 2 == 0) {
+        out.push_back({{std::max<int64_t>(world, static_cast<int64_t>(unit * ((t / 2) % 4 + 1))), kCols}, true});
+      } else {
+        out.push_back({{kCols}, false});
+      }
+    }
+    return out;
+  }
+  int n = 0;
+  if (kind != "count" || !absl::SimpleAtoi(value, &n) || n < 1 || n > 1000000) {
+    return absl::InvalidArgumentError(absl::StrCat("--workload '", workload, "' is not size:GiB or count:N"));
+  }
+  for (int t = 0; t < n; ++t) out.push_back({{kSmall[t % 4][0], kSmall[t % 4][1]}, t % 2 == 0});
+  return out;
+}
+
 
 std::string BenchKey(int t) { return absl::StrCat("layer", t / 4, ".p", t % 4); }
 

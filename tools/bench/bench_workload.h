@@ -30,6 +30,14 @@ struct BenchTensor {
 
 std::string BenchKey(int t);
 
+// The comparison workloads (dcp_compare_peer.py's shapes(), the same):
+//   size:G   64 tensors, G GiB in all: even ones row-sharded [rows, 1024]
+//            (rows in proportion 1:2:3:4), odd ones dense [1024];
+//   count:N  N small tensors cycling through [2,2], [8,8], [16,32], [64,32],
+//            even ones row-sharded.
+// InvalidArgument naming `workload` when it is neither.
+absl::StatusOr<std::vector<BenchTensor>> BenchShapes(const std::string& workload, int world);
+
 // Element `linear` (row-major index in the global tensor) of tensor `t`.
 inline float PatternValue(int64_t linear, int t) { return static_cast<float>((linear * 7 + t) & 0xFFFFF); }
 

@@ -7,6 +7,9 @@
 //                             [--optimizer_states] [--global_step] import IN.pt OUT_DIR
 //     (IN a PyTorch DCP directory: resharded into OUT_DIR, --world_size and --shard only)
 //   bazel run //tools/ckpt -- [--lightning] [--prefix=P] export DIR OUT.pt
+//   bazel run //tools/ckpt -- --format=dcp [--world_size=N] [--shard=KEY=DIM,...] [--layout=FILE]
+//                             [--prefix=P] [--rename=OLD=NEW,...] export IN OUT_DIR
+//     (IN a checkpoint, a PyTorch DCP directory or a torch.save file: OUT_DIR a DCP directory)
 //   bazel run //tools/ckpt -- --world_size=M [--shard=KEY=DIM,...] [--layout=FILE] reshard IN OUT
 //   bazel run //tools/ckpt -- [--buffer_mib=N] diff A B
 //
@@ -16,6 +19,8 @@
 //
 // Exit codes: 0 success (diff: equal), 1 a bad or unreadable checkpoint (diff:
 // or different), 2 bad usage.
+#include <sys/stat.h>
+
 #include <deque>
 #include <iostream>
 #include <map>
@@ -29,6 +34,7 @@
 #include "flags/strict_flags.h"
 #include "tools/ckpt/checkpoint_input.h"
 #include "tools/ckpt/ckpt_commands.h"
+#include "tools/ckpt/dcp_export_command.h"
 #include "tools/ckpt/interop_commands.h"
 #include "tools/ckpt/layout_commands.h"
 #include "tools/ckpt/upload_commands.h"
@@ -36,8 +42,10 @@
 ABSL_FLAG(int, buffer_mib, 64, "consolidate, diff: MiB of the window full tensors are assembled in (1..4096)");
 ABSL_FLAG(std::string, progress, "auto", "consolidate: progress lines on stderr: auto (outputs >= 256 MiB), always, never");
 
-ABSL_FLAG(int, world_size, 1, "import, reshard: ranks the checkpoint is written for (1..65536)");
-ABSL_FLAG(std::vector<std::string>, shard, {}, "import, reshard: KEY=DIM[,KEY=DIM...]: chunk KEY along DIM over the ranks");
+ABSL_FLAG(std::string, format, "torch", "export: torch (a torch.save file) or dcp (a PyTorch distributed checkpoint directory)");
+ABSL_FLAG(std::vector<std::string>, rename, {}, "export --format=dcp: OLD=NEW[,OLD=NEW...]: a key beginning with OLD gets NEW instead (first match, after --prefix)");
+ABSL_FLAG(int, world_size, 1, "import, reshard, export --format=dcp: ranks the checkpoint is written for (1..65536)");
+ABSL_FLAG(std::vector<std::string>, shard, {}, "import, reshard, export --format=dcp: KEY=DIM[,KEY=DIM...]: chunk KEY along DIM over the ranks");
 ABSL_FLAG(std::string, layout, "", "import, reshard: a file of KEY=DIM lines ('#' comments), as --shard");
 ABSL_FLAG(std::string, prefix, "", "import: prepended to every key; export: only keys under it, without it");
 ABSL_FLAG(bool, optimizer_states, false, "import (Lightning): also import optimizer_states");
@@ -57,7 +65,8 @@ constexpr char kUsage[] =
     "  reshard      rewrites IN for --world_size ranks into OUT (each tensor chunked on its saved dim, or --shard/--layout)\n"
     "  diff         compares A and B tensor by tensor across layouts; exits 0 if bit-equal, 1 if not\n"
     "  import       a torch.save state dict or Lightning .ckpt into a checkpoint (restricted reader, no code run)\n"
-    "  export       the checkpoint as a file Python's torch.load opens (--lightning: a Lightning .ckpt)\n"
+    "  export       the checkpoint as a file Python's torch.load opens (--lightning: a Lightning .ckpt);\n"
+    "               --format=dcp: IN (a checkpoint, DCP directory or torch.save file) as a DCP directory for --world_size ranks\n"
     "  uploads      the unfinished S3 multipart uploads under the location (a crashed save's); --abort aborts them";
 
 // --shard, then --layout, into `dims` (import and reshard).
@@ -67,6 +76,11 @@ absl::Status ShardDims(std::map<std::string, int64_t>* dims) {
     s = shardlight::sharded::checkpoint::pytorch::ReadShardLayoutFile(absl::GetFlag(FLAGS_layout), dims);
   }
   return s;
+}
+
+bool IsFile(const char* path) {
+  struct stat st;
+  return ::stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
 int UsageError(const std::string& message) {
@@ -100,8 +114,15 @@ int main(int argc, char** argv) {
   // The checkpoints a command reads (its first operand; both for diff),
   // once the operands are right: a root resolves to one of its steps.
   const bool one_operand = command == "inspect" || command == "verify";
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "torch" && format != "dcp") return UsageError("--format must be torch or dcp, not '" + format + "'");
+  if (command != "export" && (format != "torch" || !absl::GetFlag(FLAGS_rename).empty())) {
+    return UsageError("--format and --rename are export's");
+  }
+  // export --format=dcp also reads a torch.save file: only a directory is resolved.
+  const bool export_dcp = command == "export" && format == "dcp";
   const bool reads = one_operand || command == "consolidate" || command == "reshard" || command == "diff" ||
-                     command == "export";
+                     (command == "export" && !(export_dcp && operands == 2 && IsFile(args[2])));
   const size_t inputs = command == "diff" ? 2 : 1;
   for (size_t i = 0; reads && operands == (one_operand ? 1u : 2u) && i < inputs; ++i) {
     auto resolved = shardlight::tools::ckpt::ResolveCheckpointInput(args[2 + i], std::cerr);
@@ -160,6 +181,19 @@ int main(int argc, char** argv) {
     import.global_step = absl::GetFlag(FLAGS_global_step);
     import.global_step_key = absl::GetFlag(FLAGS_global_step_key);
     return shardlight::tools::ckpt::ImportTorch(args[2], args[3], import, std::cout, std::cerr);
+  }
+  if (export_dcp) {
+    if (operands != 2) return UsageError("export takes two operands, IN and OUT_DIR");
+    if (absl::GetFlag(FLAGS_lightning)) return UsageError("--lightning is export --format=torch's");
+    shardlight::tools::ckpt::DcpExportOptions dcp;
+    dcp.world_size = absl::GetFlag(FLAGS_world_size);
+    if (dcp.world_size < 1 || dcp.world_size > 65536) return UsageError("--world_size must be in [1, 65536]");
+    if (absl::Status s = ShardDims(&dcp.shard_dims); !s.ok()) return UsageError(std::string(s.message()));
+    if (absl::Status s = shardlight::tools::ckpt::ParseRenames(absl::GetFlag(FLAGS_rename), &dcp.renames); !s.ok()) {
+      return UsageError(std::string(s.message()));
+    }
+    dcp.prefix = absl::GetFlag(FLAGS_prefix);
+    return shardlight::tools::ckpt::ExportDcp(args[2], args[3], dcp, std::cout, std::cerr);
   }
   if (command == "export") {
     if (operands != 2) return UsageError("export takes two operands, DIR and OUT");

@@ -37,9 +37,14 @@ int ExportTorch(const std::string& dir, const std::string& out_path, const pt::E
     return 1;
   }
   out << "wrote " << out_path << (options.lightning ? " (Lightning layout)" : "") << ": " << report->tensors
-      << " tensors, " << HumanBytes(report->data_bytes);
+      << " tensors";
+  if (report->values > 0) out << " and " << report->values << " non-tensor entries";
+  out << ", " << HumanBytes(report->data_bytes);
   if (options.lightning) out << ", global_step " << report->global_step.value_or(0);
   out << "\n";
+  for (const std::string& key : report->values_not_exported) {
+    out << "not exported  '" << key << "': the Lightning layout's own key\n";
+  }
   return 0;
 }
 

@@ -13,6 +13,12 @@ peer_has_dtensor() {
   echo "SKIP: the PyTorch peer ($LIBTORCH_PYTHON, torch $LIBTORCH_VERSION) has no DTensor tensor parallelism (torch.distributed.tensor.parallel, PyTorch >= 2.x); run on the torch 2.x leg (--config=torch2)"
   return 1
 }
+# 0 when the peer's torch has FSDP2 (torch.distributed.fsdp.fully_shard); else says SKIP.
+peer_has_fully_shard() {
+  "$LIBTORCH_PYTHON" -c 'from torch.distributed.fsdp import fully_shard, FSDPModule' 2>/dev/null && return 0
+  echo "SKIP: the PyTorch peer ($LIBTORCH_PYTHON, torch $LIBTORCH_VERSION) has no FSDP2 (torch.distributed.fsdp.fully_shard, PyTorch >= 2.6); run on the torch 2.x leg (--config=torch2)"
+  return 1
+}
 free_port() { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 # run_torchrun N ARGS...: N processes on one node.
 run_torchrun() {

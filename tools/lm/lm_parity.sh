@@ -8,9 +8,14 @@
 # Each dtype of DTYPES is one such pair of runs (float64: both sides compute
 # in float64 from the float32 initial weights, widened).
 #
+# With --strategy=fsdp (MESH Nx1): shardlight's --strategy=fsdp against the
+# peer's --fsdp (FSDP2 fully_shard per block + root), same comparison.
+#
 # Usage: lm_parity.sh TRAIN_BIN CKPT_BIN PEER_SH MESH STEPS [OUT_DIR] [-- MODEL FLAGS]
 #   MODEL FLAGS: --dim=N --heads=N --layers=N --context=N --mlp=N --batch=N
-#   (passed to both sides); --dtypes=A,B and --grads=N set DTYPES and GRADS. Env: STEP1_TOL (1e-5), CURVE_TOL (1e-3), THREADS (1),
+#   (passed to both sides); --dtypes=A,B and --grads=N set DTYPES and GRADS;
+#   --strategy=model_parallel|fsdp (default model_parallel: DTensor TP peer);
+#   --tol=DTYPE:X (repeatable) makes X both tolerances of DTYPE. Env: STEP1_TOL (1e-5), CURVE_TOL (1e-3), THREADS (1),
 #   DTYPES ("float32"; e.g. "float32 float64"), CURVE_DTYPES (the dtypes whose
 #   curve must be within CURVE_TOL; default: all of DTYPES -- the others' largest
 #   difference is reported, and only their step 1 checked), GRADS (0; N: also
@@ -25,15 +30,24 @@ out=""
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then out=$1; shift; fi
 [ -n "$out" ] || out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/lm_parity.XXXXXX")
 [ "${1:-}" = "--" ] && shift
-model=()
+model=(); strategy=model_parallel; declare -A tols=()
 for f in "$@"; do  # --dtypes=A,B and --grads=N: as DTYPES and GRADS
-  case $f in --dtypes=*) DTYPES=${f#*=}; DTYPES=${DTYPES//,/ } ;; --grads=*) GRADS=${f#*=} ;; *) model+=("$f") ;; esac
+  case $f in
+    --dtypes=*) DTYPES=${f#*=}; DTYPES=${DTYPES//,/ } ;; --grads=*) GRADS=${f#*=} ;;
+    --strategy=*) strategy=${f#*=} ;; --tol=*:*) f=${f#*=}; tols[${f%%:*}]=${f#*:} ;;
+    *) model+=("$f") ;;
+  esac
 done
 here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 source "$here/lm_lib.sh" "$peer_sh" "$out/logs"
 step1_tol=${STEP1_TOL:-1e-5}; curve_tol=${CURVE_TOL:-1e-3}; threads=${THREADS:-1}
 dtypes=${DTYPES:-float32}; curve_dtypes=${CURVE_DTYPES:-$dtypes}; grads=${GRADS:-0}
 peer_has_dtensor || exit 0
+case $strategy in
+  model_parallel) peer_strategy=() ;;
+  fsdp) peer_has_fully_shard || exit 0; peer_strategy=(--fsdp) ;;
+  *) fail "--strategy=$strategy is not model_parallel or fsdp" ;;
+esac
 mkdir -p "$out"
 n=$(mesh_size "$mesh")
 model_flags "${model[@]}"
@@ -41,16 +55,17 @@ model_flags "${model[@]}"
 status=0
 # pair DTYPE: both runs in DTYPE under $out/DTYPE, compared; 1 when out of tolerance.
 pair() {
-  local dtype=$1 dir=$out/$1 ct=$curve_tol
+  local dtype=$1 dir=$out/$1 ct=$curve_tol s1=$step1_tol
   grep -qw -- "$dtype" <<<"$curve_dtypes" || ct=inf
+  [ -n "${tols[$dtype]:-}" ] && { ct=${tols[$dtype]}; s1=${tols[$dtype]}; }
   rm -rf "$dir"; mkdir -p "$dir/grads"
   local sl py
   sl=$(run_torchrun "$n" --no_python "$train_bin" --job=lm --mesh="$mesh" --steps="$steps" --log_every=1 --save_at=0 \
     --checkpoint_dir="$dir/ckpt" --threads="$threads" --lm_dtype="$dtype" --lm_grads_dir="$dir/grads" \
-    --lm_grads_steps="$grads" "${ours[@]}" 2>&1) || fail "shardlight exited $?: $sl"
+    --lm_grads_steps="$grads" --strategy="$strategy" "${ours[@]}" 2>&1) || fail "shardlight exited $?: $sl"
   "$ckpt_bin" export --prefix=model. "$dir/ckpt" "$dir/init.pt" >/dev/null || fail "ckpt export failed"
   py=$(OMP_NUM_THREADS=$threads run_peer "$n" "$here/lm_peer.py" --mesh="$mesh" --weights="$dir/init.pt" --steps="$steps" \
-    --threads="$threads" --dtype="$dtype" --grads_dir="$dir/grads" --grads_steps="$grads" "${peer[@]}") \
+    --threads="$threads" --dtype="$dtype" --grads_dir="$dir/grads" --grads_steps="$grads" "${peer_strategy[@]}" "${peer[@]}") \
     || fail "the PyTorch peer exited $?: $py"
   losses_of lm: "$sl" >"$dir/ours.txt"
   losses_of peer: "$py" >"$dir/peer.txt"
@@ -65,7 +80,7 @@ pair() {
   ours_rss=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* peak_rss_bytes \([0-9]*\).*/\1/p')
   peer_rss=$(strip <<<"$py" | sed -n 's/^peer: rank 0 peak_rss_bytes \([0-9]*\).*/\1/p')
   state=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* state_bytes \([0-9]*\) .*/\1/p')
-  echo "mesh $mesh, $dtype, $steps steps, $threads thread(s) per rank"
+  echo "mesh $mesh, $strategy, $dtype, $steps steps, $threads thread(s) per rank"
   for ((k = 1; k <= grads; k++)); do
     "$ckpt_bin" export --prefix=grad. "$dir/grads/step$k" "$dir/grads/ours_step$k.pt" >/dev/null \
       || fail "ckpt export of the step-$k gradients failed"
@@ -73,13 +88,13 @@ pair() {
     "$LIBTORCH_PYTHON" "$here/grad_diff.py" "$dir/grads/ours_step$k.pt" "$dir/grads/peer_step$k.pt" | sed 's/^/  /' \
       || fail "the step-$k gradients do not match in keys or shapes"
   done
-  awk -F, -v s1="$step1_tol" -v ct="$ct" -v dt="$dtype" 'NR > 1 {
+  awk -F, -v s1="$s1" -v ct="$ct" -v dt="$dtype" 'NR > 1 {
       d = ($2 - $3) / $3; if (d < 0) d = -d
       if (d > worst) { worst = d; at = $1 }
       if ($1 == 1) { first = d; if (d > s1) bad = 1 }
       if (d > 1e-3) over++
       if (ct != "inf" && d > ct) bad = 1
-      if (NR <= 6 || NR % 10 == 1) printf "  step %3d shardlight %.9f pytorch %.9f rel %.2e\n", $1, $2, $3, d
+      if (NR <= 6 || NR % 10 == 1) printf "  step %3d shardlight %.12f pytorch %.12f rel %.2e\n", $1, $2, $3, d
     }
     END { printf "%s: step-1 relative difference %.2e (tolerance %s); largest %.2e at step %d (tolerance %s); %d of %d steps beyond 1e-3\n",
                  dt, first, s1, worst, at, ct == "inf" ? "none, reported" : ct, over, NR - 1

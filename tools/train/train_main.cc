@@ -81,10 +81,25 @@ ABSL_FLAG(double, lr, 1e-3, "--job=lm: AdamW learning rate");
 ABSL_FLAG(std::string, lm_dtype, "float32", "--job=lm: float32 or float64 (parameters, activations, AdamW moments)");
 ABSL_FLAG(std::string, lm_grads_dir, "", "--job=lm: save the gradients of the first --lm_grads_steps steps here");
 ABSL_FLAG(int, lm_grads_steps, 0, "--job=lm: steps whose gradients go to --lm_grads_dir/step<K> (checkpoints)");
+ABSL_FLAG(std::string, strategy, "model_parallel",
+          "--job=lm: the Trainer's strategy -- model_parallel (DP x TP on --mesh), fsdp (fully sharded, one unit per "
+          "block) or ddp; fsdp and ddp are data parallel only (--mesh=Nx1)");
 ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
 namespace {
+
+// A rank's error as one line written at once: std::cerr writes each << on its
+// own, and under mpirun the pieces of several ranks' lines interleave.
+void ReportRankError(int rank, const absl::Status& status) {
+  std::cerr << absl::StrCat("train: rank ", rank, ": ", status.ToString(), "\n") << std::flush;
+}
+
+// How long a rank keeps running after SIGTERM (ExitOnSigtermAfterGrace): its
+// collectives fail within the collective timeout once a peer is gone.
+std::chrono::milliseconds SigtermGrace() {
+  return std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms)) + std::chrono::seconds(2);
+}
 
 using lightning::cluster::PlacementOverrides;
 
@@ -99,7 +114,7 @@ int RunMeshRank(const simulate::MeshJobOptions& job, const lightning::cluster::P
                lightning::cluster::DistributedContext& ctx, std::chrono::milliseconds timeout) {
   auto result = simulate::RunMeshJob(job, MeshContextOf(placement, ctx, timeout));
   if (!result.ok()) {
-    std::cerr << "train: rank " << placement.rank << ": " << result.status() << "\n" << std::flush;
+    ReportRankError(placement.rank, result.status());
     (void)ctx.Leave(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(10)));
     return 1;
   }
@@ -110,7 +125,7 @@ int RunMeshRank(const simulate::MeshJobOptions& job, const lightning::cluster::P
   if (!result->losses.empty()) line << " last_loss " << result->losses.back();
   std::cout << line.str() << "\n" << std::flush;
   if (auto left = ctx.Leave(); !left.ok()) {
-    std::cerr << "train: rank " << placement.rank << ": " << left << "\n";
+    ReportRankError(placement.rank, left);
     return 1;
   }
   if (placement.rank == 0) {
@@ -155,6 +170,9 @@ int Main() {
     return BadUsage(absl::StrCat("--job=", job, " is not main, mesh or lm"));
   }
   if (absl::GetFlag(FLAGS_threads) < 0) return BadUsage("--threads must be >= 0");
+  if (job != "lm" && absl::GetFlag(FLAGS_strategy) != "model_parallel") {
+    return BadUsage("--strategy applies to --job=lm; --job=" + job + " would ignore it");
+  }
   simulate::LmJobOptions lm_job;
   if (job == "lm") {
     auto shape = sharded::mesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh));
@@ -165,6 +183,10 @@ int Main() {
       return BadUsage("--job=lm takes no --fault, --checkpoint_every, --keep_last or --async_checkpoint");
     }
     lm_job.mesh_shape = *shape;
+    lm_job.strategy = absl::GetFlag(FLAGS_strategy);
+    if (auto checked = simulate::CheckLmStrategy(lm_job.strategy, lm_job.mesh_shape); !checked.ok()) {
+      return BadUsage(absl::StrCat("--strategy: ", checked.message(), " (--mesh=", absl::GetFlag(FLAGS_mesh), ")"));
+    }
     lm_job.steps = steps;
     lm_job.seed = run.seed;
     lm_job.checkpoint_dir = run.checkpoint_dir;
@@ -244,9 +266,14 @@ int Main() {
 
   const int rank = placement->rank;
   std::cout << "train: " << lightning::cluster::Describe(*placement) << "\n" << std::flush;
+  if (auto warning = lightning::cluster::ShortKillGraceWarning(*placement, lightning::cluster::ProcessEnvironment(),
+                                                               SigtermGrace());
+      warning && placement->rank == 0) {
+    std::cerr << "train: warning: " << *warning << "\n" << std::flush;
+  }
   auto ctx = lightning::cluster::InitDistributed(*placement, dist);
   if (!ctx.ok()) {
-    std::cerr << "train: rank " << rank << ": " << ctx.status() << "\n";
+    ReportRankError(rank, ctx.status());
     return 1;
   }
   if (job == "mesh") return RunMeshRank(mesh_job, *placement, **ctx, run.collective_timeout);
@@ -254,7 +281,7 @@ int Main() {
   run.groups = (*ctx)->groups();
   auto result = simulate::TrainRank(run, (*ctx)->pg());
   if (!result.ok()) {
-    std::cerr << "train: rank " << rank << ": " << result.status() << "\n" << std::flush;
+    ReportRankError(rank, result.status());
     // Rank 0 serves the store: it stays (bounded) until its peers have named
     // the failing rank from it too.
     (void)(*ctx)->Leave(std::min<std::chrono::milliseconds>(run.collective_timeout, std::chrono::seconds(10)));
@@ -268,7 +295,7 @@ int Main() {
        << s.seconds << "\n";
   std::cout << line.str() << std::flush;
   if (auto left = (*ctx)->Leave(); !left.ok()) {
-    std::cerr << "train: rank " << rank << ": " << left << "\n";
+    ReportRankError(rank, left);
     return 1;
   }
   if (rank == 0 && s.start_step >= steps) {
@@ -305,7 +332,7 @@ void ExitOnSigtermAfterGrace(const sigset_t& terminate) {
   std::thread([terminate] {
     int signal_number = 0;
     if (sigwait(&terminate, &signal_number) != 0) return;
-    const auto grace = std::chrono::milliseconds(absl::GetFlag(FLAGS_timeout_ms)) + std::chrono::seconds(2);
+    const auto grace = SigtermGrace();
     std::cerr << "train: received SIGTERM; exiting within " << grace.count()
               << " ms, after this rank's error (if any) is reported\n"
               << std::flush;

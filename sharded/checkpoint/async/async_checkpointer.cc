@@ -218,7 +218,10 @@ void AsyncCheckpointer::Write(AsyncSaveHandle& handle, const WriteJob& job) {
   };
   absl::Status status = NoThrow([&]() -> absl::Status {
     if (options_.keep_last == 0) return save_one(location_);
-    return SaveToCheckpointRootWith(location_, handle.step(), *group_, {options_.keep_last, options_.save}, save_one);
+    RootSaveOptions root;
+    root.keep_last = options_.keep_last;
+    root.save = options_.save;
+    return SaveToCheckpointRootWith(location_, handle.step(), *group_, root, save_one);
   });
   // A snapshot still waiting for a slot (the save ended early) gives up.
   staging_.Abort(status.ok() ? absl::CancelledError("the save has ended") : status);

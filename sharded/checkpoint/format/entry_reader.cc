@@ -298,6 +298,30 @@ absl::Status EntryReader::Copy(const EntrySource& src, const at::Tensor& dst, ab
               /*verify_only=*/false);
 }
 
+ByteRange EntryReader::SpanOf(const EntrySource& src, absl::Span<const int64_t> region_offsets,
+                              absl::Span<const int64_t> region_sizes) {
+  const size_t dims = src.sizes.size();
+  const bool permuted = !src.dim_order.empty() && IsPermutation(src);
+  if (region_offsets.size() != dims || region_sizes.size() != dims || Product(region_sizes) == 0) {
+    return {src.begin, src.begin};
+  }
+  // Stored order, innermost dim last.
+  int64_t first = 0, last = 0, stride = 1;
+  for (size_t j = dims; j-- > 0;) {
+    const size_t d = permuted ? static_cast<size_t>(src.dim_order[j]) : j;
+    const int64_t rel = region_offsets[d] - src.offsets[d];
+    first += rel * stride;
+    last += (rel + region_sizes[d] - 1) * stride;
+    stride *= std::max<int64_t>(src.sizes[d], 1);
+  }
+  const int64_t elem = static_cast<int64_t>(c10::elementSize(src.dtype));
+  const int64_t length = EntryBytes(src);
+  const int64_t block = src.block_bytes > 0 ? src.block_bytes : 1;
+  const int64_t begin = first * elem / block * block;
+  const int64_t end = std::min(CeilDiv((last + 1) * elem, block) * block, length);
+  return {src.begin + begin, src.begin + std::max(begin, end)};
+}
+
 char* EntryReader::WholeEntryDestination(const EntrySource& src, const at::Tensor& dst,
                                          absl::Span<const int64_t> dst_offsets,
                                          absl::Span<const int64_t> region_offsets,

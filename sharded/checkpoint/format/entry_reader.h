@@ -92,6 +92,14 @@ class EntryReader {
   absl::Status Copy(const EntrySource& src, const at::Tensor& dst, absl::Span<const int64_t> dst_offsets,
                     absl::Span<const int64_t> region_offsets, absl::Span<const int64_t> region_sizes);
 
+  // The bytes of the entry's file (absolute offsets, [first, second)) that
+  // reading the box (region_offsets, region_sizes) of the entry touches: the
+  // checksum blocks from the box's first element to its last in stored order.
+  // What a reader tells its file it will read (File::WillRead). An empty box
+  // is an empty range.
+  static ByteRange SpanOf(const EntrySource& src, absl::Span<const int64_t> region_offsets,
+                          absl::Span<const int64_t> region_sizes);
+
   // Where the box (region_offsets, region_sizes) of `dst` starts when the box
   // is the whole entry and one run of `dst`, a contiguous CPU tensor of the
   // entry's dtype: then the entry can be read with its neighbours

@@ -52,8 +52,12 @@ absl::Status DeleteStep(Storage& storage, const std::string& dir, const std::vec
 // Retention after step `saved` was published: every step directory to
 // delete is checked before the first deletion, so bad input deletes nothing.
 // Each deletion is told to `on_removed` with its reason.
-absl::Status ApplyRetention(Storage& storage, const std::string& root, int64_t saved, int keep_last,
-                            const RemovalLog& on_removed) {
+absl::Status ApplyRetention(Storage& storage, const std::string& root, int64_t saved, const RootSaveOptions& options) {
+  const int keep_last = options.keep_last;
+  const RemovalLog& on_removed = options.save.on_removed;
+  const auto chosen = [&](int64_t step) {
+    return std::find(options.keep_steps->begin(), options.keep_steps->end(), step) != options.keep_steps->end();
+  };
   SL_ASSIGN_OR_RETURN(const RootListing listing, ScanCheckpointRoot(root, storage));
   struct Victim {
     std::string dir;
@@ -68,7 +72,8 @@ absl::Status ApplyRetention(Storage& storage, const std::string& root, int64_t s
       continue;
     }
     const bool leftover = !it->committed;
-    if (!leftover && (keep_last == 0 || kept < keep_last)) {
+    const bool keep = options.keep_steps.has_value() ? chosen(it->step) : (keep_last == 0 || kept < keep_last);
+    if (!leftover && keep) {
       ++kept;
       continue;
     }
@@ -83,6 +88,8 @@ absl::Status ApplyRetention(Storage& storage, const std::string& root, int64_t s
     victims.push_back({dir, std::move(names),
                        leftover ? absl::StrCat("step ", it->step, " has no index (a save that never committed, or an "
                                                "interrupted deletion); its directory is gone too")
+                                : options.keep_steps.has_value()
+                                ? absl::StrCat(options.keep_why, "; the step directory is gone too")
                                 : absl::StrCat("retention keeps the newest ", keep_last,
                                                keep_last == 1 ? " checkpoint" : " checkpoints",
                                                "; the step directory is gone too")});
@@ -136,7 +143,7 @@ absl::Status SaveToCheckpointRootWith(const std::string& root, int64_t step, c10
   // Step 4: retention, on rank 0, never touching what `latest` names.
   absl::Status retained;
   if (pg.getRank() == 0) {
-    retained = Prefixed(NoThrow([&] { return ApplyRetention(storage, root, step, options.keep_last, options.save.on_removed); }),
+    retained = Prefixed(NoThrow([&] { return ApplyRetention(storage, root, step, options); }),
                         absl::StrCat("step ", step, " is saved and 'latest' names it, but retention failed: "));
   }
   return Agree(pg, retained, what);

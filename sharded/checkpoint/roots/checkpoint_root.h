@@ -12,7 +12,8 @@
 // `latest` under a temporary name, fsyncs it, renames it over `latest` and
 // fsyncs the root again -- the pointer moves only once the checkpoint it
 // names is durable. Then, with keep_last > 0, retention: the committed steps
-// at or below N beyond the newest keep_last, and leftovers of failed saves or
+// at or below N beyond the newest keep_last (or, with keep_steps, those not
+// in it), and leftovers of failed saves or
 // interrupted deletions (step directories without an index, below N) are
 // deleted (each told to SaveOptions::on_removed with its reason), each one
 // index first, so a crash mid-deletion leaves a leftover,
@@ -70,6 +71,14 @@ struct RootSaveOptions {
   int keep_last = 0;
   // For the step's SaveCheckpoint; its storage is the root's too.
   SaveOptions save;
+  // Set: instead of the newest keep_last, retention keeps exactly these
+  // committed steps below the one saved (the step saved is always kept, as
+  // `latest` names it) -- how a ModelCheckpoint (lightning/
+  // model_checkpoint.h) keeps its best k. `keep_why` says, in each removal
+  // line, why the others go ("ModelCheckpoint keeps ..."). Every rank must
+  // pass the same set (the caller agrees on it); only rank 0 deletes.
+  std::optional<std::vector<int64_t>> keep_steps;
+  std::string keep_why;
 };
 
 // Collective: saves `state_dict` as step `step` (>= 0, the same on every

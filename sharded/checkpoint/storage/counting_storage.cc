@@ -22,6 +22,7 @@ class CountingStorage::Counted : public StorageFile {
   }
   absl::Status Sync() override { return base_->Sync(); }
   absl::Status Close() override { return base_->Close(); }
+  void WillRead(std::vector<ByteRange> ranges) const override { base_->WillRead(std::move(ranges)); }
 
  private:
   std::unique_ptr<StorageFile> base_;

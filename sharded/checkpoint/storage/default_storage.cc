@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/storage/s3/s3_config.h"
 #include "sharded/checkpoint/storage/s3/s3_storage.h"
+#include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint {
 namespace {
@@ -92,6 +93,18 @@ absl::Status CheckLocation(const std::string& location) {
   const absl::StatusOr<s3::S3Config> config = s3::S3ConfigFromEnvironment();
   if (config.ok()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("cannot reach '", location, "': ", config.status().message()));
+}
+
+absl::Status ProbeLocation(const std::string& location) {
+  SL_RETURN_IF_ERROR(CheckLocation(location));
+  if (!s3::IsS3Path(location)) return absl::OkStatus();
+  SL_ASSIGN_OR_RETURN(const s3::S3Path where, s3::ParseS3Path(location));
+  auto* storage = dynamic_cast<s3::S3Storage*>(&S3ForEnvironment());
+  if (storage == nullptr) return absl::InternalError(absl::StrCat("cannot reach '", location, "': no S3 client"));
+  const absl::Status listed =
+      storage->client().ListObjects(where.bucket, where.key.empty() ? "" : where.key + "/", "/", 1, 1).status();
+  if (listed.ok()) return listed;
+  return absl::Status(listed.code(), absl::StrCat("cannot reach '", location, "': ", listed.message()));
 }
 
 Storage& StorageOrDefault(Storage* storage) { return storage != nullptr ? *storage : DefaultStorage(); }

@@ -31,6 +31,13 @@ Storage& DefaultStorage();
 // it is false.
 absl::Status CheckLocation(const std::string& location);
 
+// CheckLocation, and for an s3:// location one request that proves the
+// configuration works there (a ListObjectsV2 of at most one key under the
+// location): wrong credentials, a missing bucket, a skewed clock or an
+// unreachable endpoint fail here, naming the location and S3's error code,
+// instead of at the first write. For a job that should fail at its start.
+absl::Status ProbeLocation(const std::string& location);
+
 // `storage`, or DefaultStorage() when it is null: what the options' default
 // means.
 Storage& StorageOrDefault(Storage* storage);

@@ -45,6 +45,7 @@ class FaultInjectingStorage::Faulty : public StorageFile {
     SL_RETURN_IF_ERROR((*fault_)(StorageOp::kClose, path_));
     return base_->Close();
   }
+  void WillRead(std::vector<ByteRange> ranges) const override { base_->WillRead(std::move(ranges)); }
 
  private:
   std::unique_ptr<StorageFile> base_;

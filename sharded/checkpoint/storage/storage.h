@@ -19,12 +19,16 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace shardlight::sharded::checkpoint {
+
+// Bytes [first, second) of a file.
+using ByteRange = std::pair<int64_t, int64_t>;
 
 // One open file. Not thread-safe; closed (errors ignored) on destruction.
 class StorageFile {
@@ -36,6 +40,12 @@ class StorageFile {
   // The data and the size are durable once it returns.
   virtual absl::Status Sync() = 0;
   virtual absl::Status Close() = 0;
+  // A hint, for a file open for reading: the byte ranges the reads that
+  // follow will cover, in the order they will be read (it replaces any
+  // earlier hint). A store with a high latency per request (S3) fetches
+  // them ahead, several at once; a local file ignores it. Reads outside the
+  // hint, or out of its order, still return the right bytes.
+  virtual void WillRead(std::vector<ByteRange> ranges) const {}
 };
 
 // A file system. Implementations are thread-safe: the ranks of a simulated
@@ -98,6 +108,7 @@ class File {
   absl::Status WriteAt(const void* buffer, int64_t n, int64_t offset) { return impl_->WriteAt(buffer, n, offset); }
   absl::Status Sync() { return impl_->Sync(); }
   absl::Status Close();
+  void WillRead(std::vector<ByteRange> ranges) const { impl_->WillRead(std::move(ranges)); }
 
  private:
   File(std::unique_ptr<StorageFile> impl, std::string path) : impl_(std::move(impl)), path_(std::move(path)) {}

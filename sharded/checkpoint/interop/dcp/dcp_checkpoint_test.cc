@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/checkpoint.h"
 #include "sharded/checkpoint/interop/pytorch/torch_file.h"
 #include "sharded/dtype_table.h"
@@ -198,6 +199,21 @@ TEST(DcpCheckpointTest, TruncatedMetadataIsAnErrorNamingTheFile) {
     absl::Status s = LoadStatus(dir);
     EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << n;
     EXPECT_THAT(std::string(s.message()), HasSubstr(".metadata")) << n;
+  }
+}
+
+// Bytes after the pickle's STOP (torch's pickle.load would ignore them): an
+// error naming the file and how many; the untouched file loads.
+TEST(DcpCheckpointTest, BytesAfterTheMetadataPickleAreAnErrorNamingTheFile) {
+  const std::string dir = Copy();
+  const std::string md = ReadAll(dir + "/.metadata");
+  EXPECT_TRUE(LoadStatus(dir).ok());
+  for (const std::string& tail : {std::string(1, '\0'), std::string("garbage appended"), md}) {
+    WriteAll(dir + "/.metadata", md + tail);
+    absl::Status s = LoadStatus(dir);
+    EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << tail.size();
+    EXPECT_THAT(std::string(s.message()), HasSubstr(dir + "/.metadata")) << s;
+    EXPECT_THAT(std::string(s.message()), HasSubstr(absl::StrCat(tail.size(), " bytes after the pickle's STOP"))) << s;
   }
 }
 

@@ -288,6 +288,15 @@ std::string DcpDtypeName(c10::ScalarType dtype) {
 absl::StatusOr<DcpMetadata> ParseDcpMetadata(absl::string_view bytes, const std::string& display) {
   auto graph = pytorch::ReadPickle(bytes, pytorch::PickleLimits(), pytorch::ObjectState::kKeep);
   if (!graph.ok()) return absl::InvalidArgumentError(absl::StrCat(display, ": ", graph.status().message()));
+  // torch's pickle.load would stop at STOP and ignore the rest; no DCP writer
+  // writes anything after it, so more bytes mean a damaged or concatenated
+  // file, refused rather than read as if whole.
+  if (graph->pickle_bytes() != static_cast<int64_t>(bytes.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        display, ": ", static_cast<int64_t>(bytes.size()) - graph->pickle_bytes(),
+        " bytes after the pickle's STOP opcode (at byte ", graph->pickle_bytes() - 1,
+        "): .metadata is one pickle and nothing else; the file is damaged or something was appended to it"));
+  }
   SL_ASSIGN_OR_RETURN(DcpMetadata out, Decoder(*graph, display).Run());
   out.bytes = static_cast<int64_t>(bytes.size());
   return out;

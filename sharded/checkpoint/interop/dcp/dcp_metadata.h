@@ -76,6 +76,8 @@ struct DcpMetadata {
 };
 
 // Decodes .metadata's bytes; `display` (its path) starts every error.
+// InvalidArgument also for bytes after the pickle's STOP opcode (torch would
+// ignore them; no writer puts any there).
 absl::StatusOr<DcpMetadata> ParseDcpMetadata(absl::string_view bytes, const std::string& display);
 
 // The dtype of "torch.float32", "torch.bfloat16", ... when this library

@@ -1,7 +1,5 @@
 #include "sharded/checkpoint/interop/dcp/dcp_writer.h"
 
-#include <caffe2/serialize/inline_container.h>
-
 #include <map>
 #include <set>
 #include <utility>
@@ -17,6 +15,7 @@
 #include "sharded/checkpoint/format/file_names.h"
 #include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/interop/dcp/dcp_files.h"
 #include "sharded/checkpoint/interop/dcp/dcp_metadata.h"
 #include "sharded/checkpoint/interop/pytorch/torch_export.h"
 #include "sharded/checkpoint/save_protocol.h"
@@ -26,11 +25,6 @@
 
 namespace shardlight::sharded::checkpoint::dcp {
 namespace {
-
-using pytorch::TorchPickleWriter;
-
-constexpr char kMetaModule[] = "torch.distributed.checkpoint.metadata";
-constexpr char kTempMetadata[] = ".metadata.tmp";
 
 // One chunk this rank writes.
 struct Chunk {
@@ -142,191 +136,26 @@ absl::StatusOr<std::vector<Chunk>> ChunksOf(const StateDict& state_dict, int ran
   return out;
 }
 
-// Writes every chunk as a torch.save payload, back to back, and fsyncs.
-absl::Status WriteDataFile(Storage& storage, const std::string& path, std::vector<Chunk>& chunks) {
+// Writes every chunk as a torch.save payload, back to back (rank 0: then
+// every non-tensor value), and fsyncs.
+absl::Status WriteDataFile(Storage& storage, const std::string& path, std::vector<Chunk>& chunks,
+                           const std::vector<StateDict::ValueEntry>& values, std::vector<DcpItem>* value_payloads) {
   SL_ASSIGN_OR_RETURN(File file, File::CreateNew(storage, path));
   int64_t pos = 0;
-  absl::Status io;
   for (Chunk& c : chunks) {
-    const at::Tensor data = c.tensor.detach().to(at::kCPU).contiguous();
-    std::vector<int64_t> strides(c.sizes.size(), 1);
-    for (size_t d = c.sizes.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(c.sizes[d], 1);
-    TorchPickleWriter pickle;
-    if (!pickle.Tensor(data.scalar_type(), "0", data.numel(), 0, c.sizes, strides)) {
-      return absl::InvalidArgumentError(absl::StrCat("key ", Quote(c.key), ": dtype has no torch storage class"));
-    }
-    const std::string pkl = pickle.Finish();
     c.offset = pos;
-    {
-      caffe2::serialize::PyTorchStreamWriter zip([&](const void* bytes, size_t n) {
-        if (io.ok()) io = file.WriteAt(bytes, static_cast<int64_t>(n), pos);
-        pos += static_cast<int64_t>(n);
-        return n;
-      });
-      zip.writeRecord("data.pkl", pkl.data(), pkl.size());
-      zip.writeRecord("byteorder", "little", 6);
-      static const char kEmpty = 0;
-      const size_t n = static_cast<size_t>(data.numel() * data.element_size());
-      zip.writeRecord("data/0", n == 0 ? &kEmpty : data.data_ptr(), n);
-      zip.writeEndOfFile();
-    }
-    SL_RETURN_IF_ERROR(io);
-    c.length = pos - c.offset;
+    SL_ASSIGN_OR_RETURN(c.length, AppendTensorPayload(file, pos, c.key, c.tensor));
+    pos += c.length;
+  }
+  const std::string name(path.substr(path.find_last_of('/') + 1));
+  for (const auto& [key, value] : values) {
+    DcpItem p{name, pos, 0};
+    SL_ASSIGN_OR_RETURN(p.length, AppendValuePayload(file, pos, value));
+    pos += p.length;
+    value_payloads->push_back(p);
   }
   SL_RETURN_IF_ERROR(file.Sync());
   return file.Close();
-}
-
-void Size(TorchPickleWriter& w, const std::vector<int64_t>& v) {
-  w.Global("torch", "Size");
-  w.Mark();
-  w.Mark();
-  for (int64_t x : v) w.Int(x);
-  w.Tuple();
-  w.Tuple();
-  w.Reduce();
-}
-
-// An instance of a DCP dataclass: cls.__new__(cls), then its fields (the
-// caller pushes name/value pairs between Begin and End).
-void BeginObject(TorchPickleWriter& w, const char* module, const char* cls) {
-  w.Global(module, cls);
-  w.EmptyTuple();
-  w.NewObj();
-  w.EmptyDict();
-  w.Mark();
-}
-void EndObject(TorchPickleWriter& w) {
-  w.SetItems();
-  w.Build();
-}
-
-void Properties(TorchPickleWriter& w, c10::ScalarType dtype, const std::vector<int64_t>& size) {
-  w.Global(kMetaModule, "TensorProperties");
-  w.EmptyTuple();
-  w.NewObj();
-  // __setstate__'s tuple: dtype, layout, requires_grad, memory format, pin_memory, strides.
-  w.Mark();
-  w.Global("torch", DcpDtypeName(dtype));
-  w.Global("torch.serialization", "_get_layout");
-  w.Mark();
-  w.String("torch.strided");
-  w.Tuple();
-  w.Reduce();
-  w.Bool(false);
-  w.Global("builtins", "getattr");
-  w.Mark();
-  w.Global(kMetaModule, "_MEM_FORMAT_ENCODING");
-  w.String("TORCH_CONTIGUOUS_FORMAT");
-  w.Tuple();
-  w.Reduce();
-  w.Bool(false);
-  std::vector<int64_t> strides(size.size(), 1);
-  for (size_t d = size.size(); d-- > 1;) strides[d - 1] = strides[d] * std::max<int64_t>(size[d], 1);
-  w.Mark();
-  for (int64_t s : strides) w.Int(s);
-  w.Tuple();
-  w.Tuple();
-  w.Build();
-}
-
-struct KeyInfo {
-  std::string key;
-  c10::ScalarType dtype;
-  std::vector<int64_t> size;
-};
-
-// The pickled Metadata of the whole checkpoint.
-absl::StatusOr<std::string> MetadataPickle(const std::vector<KeyInfo>& keys,
-                                           const std::map<std::string, std::vector<Record>>& records) {
-  TorchPickleWriter w;
-  BeginObject(w, kMetaModule, "Metadata");
-  w.String("state_dict_metadata");
-  w.EmptyDict();
-  w.Mark();
-  for (const KeyInfo& k : keys) {
-    auto it = records.find(k.key);
-    if (it == records.end()) return absl::InternalError(absl::StrCat("key ", Quote(k.key), ": no rank wrote a chunk"));
-    w.String(k.key);
-    BeginObject(w, kMetaModule, "TensorStorageMetadata");
-    w.String("properties");
-    Properties(w, k.dtype, k.size);
-    w.String("size");
-    Size(w, k.size);
-    w.String("chunks");
-    w.EmptyList();
-    w.Mark();
-    for (const Record& r : it->second) {
-      BeginObject(w, kMetaModule, "ChunkStorageMetadata");
-      w.String("offsets");
-      Size(w, r.offsets);
-      w.String("sizes");
-      Size(w, r.sizes);
-      EndObject(w);
-    }
-    w.Appends();
-    EndObject(w);
-  }
-  w.SetItems();
-  w.String("planner_data");  // flat keys: each its own one-part path
-  w.EmptyDict();
-  w.Mark();
-  for (const KeyInfo& k : keys) {
-    w.String(k.key);
-    w.Mark();
-    w.String(k.key);
-    w.Tuple();
-  }
-  w.SetItems();
-  w.String("storage_data");
-  w.EmptyDict();
-  w.Mark();
-  for (const KeyInfo& k : keys) {
-    const std::vector<Record>& chunks = records.at(k.key);
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      const Record& r = chunks[i];
-      BeginObject(w, kMetaModule, "MetadataIndex");
-      w.String("fqn");
-      w.String(k.key);
-      w.String("offset");
-      Size(w, r.offsets);
-      w.String("index");
-      w.Int(static_cast<int64_t>(i));
-      EndObject(w);
-      BeginObject(w, "torch.distributed.checkpoint.filesystem", "_StorageInfo");
-      w.String("relative_path");
-      w.String(r.file);
-      w.String("offset");
-      w.Int(r.offset);
-      w.String("length");
-      w.Int(r.length);
-      EndObject(w);
-    }
-  }
-  w.SetItems();
-  w.String("storage_meta");
-  w.None();
-  w.String("version");
-  w.String("1.0.0");
-  EndObject(w);
-  return w.Finish();
-}
-
-// Rank 0, after the commit: .distcp files the new .metadata does not name.
-absl::Status RemoveStale(Storage& storage, const std::string& dir, const std::set<std::string>& keep,
-                         const RemovalLog& on_removed) {
-  SL_ASSIGN_OR_RETURN(const std::vector<std::string> names, storage.List(dir));
-  int removed = 0;
-  for (const std::string& name : names) {
-    if (!absl::StartsWith(name, "__") || !absl::EndsWith(name, ".distcp") || keep.count(name) > 0) continue;
-    SL_RETURN_IF_ERROR(storage.Remove(JoinPath(dir, name)));
-    ++removed;
-  }
-  if (removed > 0 && on_removed) {
-    on_removed(RemovalLine(removed, dir, "data files of an earlier DCP checkpoint (or a failed save) that the new "
-                                         ".metadata does not name"));
-  }
-  return absl::OkStatus();
 }
 
 }  // namespace
@@ -365,8 +194,11 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
   // Step 2: this rank's data file, under a name no earlier save used, fsynced.
   const std::string file_name = absl::StrCat("__", rank, "_", step1[0], ".distcp");
   std::string records;
+  std::vector<DcpItem> value_payloads;  // rank 0's
+  static const std::vector<StateDict::ValueEntry> kNoValues;
   mine = NoThrow([&]() -> absl::Status {
-    SL_RETURN_IF_ERROR(WriteDataFile(storage, JoinPath(dir, file_name), chunks));
+    SL_RETURN_IF_ERROR(WriteDataFile(storage, JoinPath(dir, file_name), chunks,
+                                     rank == 0 ? state_dict.values() : kNoValues, &value_payloads));
     records = Encode(file_name, chunks);
     return storage.SyncDirectory(dir);
   });
@@ -384,38 +216,37 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
         SL_RETURN_IF_ERROR(Decode(all[r], &by_key));
         files.insert(absl::StrCat("__", r, "_", step1[0], ".distcp"));
       }
-      std::vector<KeyInfo> keys;
+      std::vector<DcpEntry> entries;
       for (const auto& [key, value] : state_dict.entries()) {
+        DcpEntry e;
+        e.key = key;
         if (const at::Tensor* dense = std::get_if<at::Tensor>(&value)) {
-          keys.push_back({key, dense->scalar_type(), dense->sizes().vec()});
+          e.dtype = dense->scalar_type();
+          e.size = dense->sizes().vec();
         } else {
           const ShardedTensor& st = std::get<ShardedTensor>(value);
-          keys.push_back({key, st.dtype(), st.sizes()});
+          e.dtype = st.dtype();
+          e.size = st.sizes();
         }
-      }
-      SL_ASSIGN_OR_RETURN(const std::string pickle, MetadataPickle(keys, by_key));
-      const std::string metadata = JoinPath(dir, kDcpMetadataFileName);
-      if (exclusive) {
-        // An object store, no .metadata when the save began: it is created exclusively
-        // (S3: If-None-Match: *); a save that committed first wins.
-        const absl::Status put = WriteNewFile(storage, metadata, pickle);
-        if (absl::IsAlreadyExists(put)) {
-          return absl::AlreadyExistsError(absl::StrCat("another save committed '", dir,
-                                                       "' first: this save did not commit (", put.message(), ")"));
+        auto it = by_key.find(key);
+        if (it != by_key.end()) {
+          for (const Record& r : it->second) e.chunks.push_back({r.offsets, r.sizes, {r.file, r.offset, r.length}});
         }
-        SL_RETURN_IF_ERROR(put);
-      } else {
-        const std::string temp = JoinPath(dir, kTempMetadata);
-        SL_RETURN_IF_ERROR(storage.Remove(temp));  // a leftover of an earlier crash
-        SL_RETURN_IF_ERROR(WriteNewFile(storage, temp, pickle));
-        SL_RETURN_IF_ERROR(storage.Rename(temp, metadata));
+        entries.push_back(std::move(e));
       }
-      absl::Status durable = storage.SyncDirectory(dir);
-      if (!durable.ok()) {
-        return absl::Status(durable.code(), absl::StrCat("the DCP checkpoint is committed but may not be durable: ",
-                                                         durable.message()));
+      for (size_t i = 0; i < state_dict.values().size(); ++i) {
+        DcpEntry e;
+        e.key = state_dict.values()[i].first;
+        e.is_value = true;
+        e.value = value_payloads.at(i);
+        entries.push_back(std::move(e));
       }
-      return RemoveStale(storage, dir, files, options.on_removed);
+      SL_ASSIGN_OR_RETURN(const std::string pickle, DcpMetadataPickle(entries));
+      bool committed = false;
+      SL_RETURN_IF_ERROR(CommitDcpMetadata(storage, dir, pickle, exclusive, &committed));
+      SL_ASSIGN_OR_RETURN(const int removed, RemoveStaleDcpFiles(storage, dir, files));
+      if (removed > 0 && options.on_removed) options.on_removed(RemovalLine(removed, dir, kStaleDcpFilesWhy));
+      return absl::OkStatus();
     });
   }
   // A save that lost the race for an object store's .metadata removes its own data file.

@@ -61,6 +61,7 @@ class PickleBuilder {
         int root;
         if (!Pop(&root)) return status_;
         g_.root_ = root;
+        g_.pickle_bytes_ = static_cast<int64_t>(pos_);
         return std::move(g_);
       }
       if (!Step(op)) return status_;

@@ -100,6 +100,9 @@ struct PickleStorage {
 class PickleGraph {
  public:
   int root() const { return root_; }
+  // Bytes of the input up to and including the STOP opcode (what follows
+  // it, Python's pickle.load leaves unread).
+  int64_t pickle_bytes() const { return pickle_bytes_; }
   int size() const { return static_cast<int>(nodes_.size()); }
   PickleKind kind(int id) const { return nodes_[static_cast<size_t>(id)].kind; }
   bool boolean(int id) const;           // kBool
@@ -152,6 +155,7 @@ class PickleGraph {
   std::vector<int64_t> dims_;
   std::unordered_map<int, std::pair<int, int>> object_parts_;  // kKeep: object -> {arguments, state}
   int root_ = -1;
+  int64_t pickle_bytes_ = 0;
 };
 
 struct PickleLimits {

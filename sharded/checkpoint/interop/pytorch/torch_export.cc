@@ -6,6 +6,8 @@
 #include <caffe2/serialize/inline_container.h>
 #include <unistd.h>
 
+#include <cstring>
+
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/interop/open_checkpoint.h"
@@ -14,6 +16,7 @@
 #include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/dtype_table.h"
 #include "sharded/status_macros.h"
+#include "sharded/utf8.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
 namespace {
@@ -97,6 +100,54 @@ void TorchPickleWriter::Appends() { out_.push_back('e'); }
 void TorchPickleWriter::NewObj() { out_.push_back('\x81'); }
 void TorchPickleWriter::Build() { out_.push_back('b'); }
 void TorchPickleWriter::PersistentId() { out_.push_back('Q'); }
+
+void TorchPickleWriter::Float(double v) {
+  out_.push_back('G');  // BINFLOAT: big-endian IEEE 754 double
+  uint64_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  for (int i = 7; i >= 0; --i) out_.push_back(static_cast<char>((bits >> (8 * i)) & 0xFF));
+}
+
+void TorchPickleWriter::Bytes(const std::string& b) {
+  // As protocol 2 spells bytes: _codecs.encode(text, 'latin1'), the text
+  // holding one code point per byte (torch.load's weights_only reader takes
+  // this, not BINBYTES).
+  std::string latin1;
+  for (unsigned char c : b) AppendUtf8(c, &latin1);
+  Global("_codecs", "encode");
+  Mark();
+  String(latin1);
+  String("latin1");
+  Tuple();
+  Reduce();
+}
+
+void TorchPickleWriter::Value(const PlainValue& v) {
+  switch (v.kind()) {
+    case PlainValue::Kind::kNone: return None();
+    case PlainValue::Kind::kBool: return Bool(v.boolean());
+    case PlainValue::Kind::kInt: return Int(v.integer());
+    case PlainValue::Kind::kFloat: return Float(v.real());
+    case PlainValue::Kind::kStr: return String(v.text());
+    case PlainValue::Kind::kBytes: return Bytes(v.text());
+    case PlainValue::Kind::kList:
+      EmptyList();
+      if (v.items().empty()) return;
+      Mark();
+      for (const PlainValue& item : v.items()) Value(item);
+      return Appends();
+    case PlainValue::Kind::kTuple:
+      Mark();
+      for (const PlainValue& item : v.items()) Value(item);
+      return Tuple();
+    case PlainValue::Kind::kDict:
+      EmptyDict();
+      if (v.items().empty()) return;
+      Mark();
+      for (const PlainValue& item : v.items()) Value(item);
+      return SetItems();
+  }
+}
 
 void TorchPickleWriter::String(const std::string& s) {
   out_.push_back('X');  // BINUNICODE
@@ -279,14 +330,37 @@ absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::
                                                      " has no torch storage class"));
     }
   }
+  // The non-tensor values (a step, a scheduler's state, ...): beside the
+  // tensors; in Lightning's layout at the top level (its module state_dict
+  // holds tensors only), except under the names the layout itself uses.
+  std::vector<const IndexValue*> values;
+  for (const IndexValue& v : index.values) {
+    if (v.key.size() <= options.prefix.size() || v.key.compare(0, options.prefix.size(), options.prefix) != 0) continue;
+    const std::string name = v.key.substr(options.prefix.size());
+    if (options.lightning && (name == "state_dict" || name == "global_step" || name == "pytorch-lightning_version" ||
+                              name == "loops" || name == "optimizer_states" || name == "lr_schedulers")) {
+      report.values_not_exported.push_back(v.key);
+      continue;
+    }
+    values.push_back(&v);
+  }
+  auto write_values = [&] {
+    for (const IndexValue* v : values) {
+      pickle.String(v->key.substr(options.prefix.size()));
+      pickle.Value(v->value);
+    }
+  };
+  if (!options.lightning) write_values();
   pickle.SetItems();
   if (options.lightning) {
     const int64_t global_step = report.global_step.value_or(0);
     pickle.String("global_step");
     pickle.Int(global_step);
     WriteLightningResumeKeys(pickle, global_step);
+    write_values();
     pickle.SetItems();
   }
+  report.values = static_cast<int64_t>(values.size());
   const std::string bytes = pickle.Finish();
   report.tensors = static_cast<int64_t>(items.size());
 

@@ -1,6 +1,7 @@
 // Export of a shardlight checkpoint as a file Python's torch.load opens
 // (PyTorch >= 1.6 zip format; also under torch.load(..., weights_only=True)):
-// a dict of key -> tensor, every tensor whole, dtypes and shapes preserved;
+// a dict of key -> tensor, every tensor whole, dtypes and shapes preserved,
+// and key -> value for the non-tensor values (plain Python objects);
 // or, with `lightning`, PyTorch Lightning's layout
 // {"state_dict": {...}, "global_step": N} plus what Lightning 2.x's
 // Trainer.fit(ckpt_path=...) needs to resume from it: "pytorch-lightning_version"
@@ -24,6 +25,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sharded/plain_value.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
 
@@ -48,6 +50,11 @@ class TorchPickleWriter {
   void NewObj();   // cls, args -> cls.__new__(cls, *args)
   void Build();    // obj, state -> obj with its state set
   void PersistentId();  // BINPERSID: the tuple on top is a persistent id
+  void Float(double v);  // BINFLOAT
+  void Bytes(const std::string& b);  // _codecs.encode(latin-1 text, 'latin1'), as protocol 2 writes bytes
+  // A plain value as Python's pickle.dumps would rebuild it: None, bool,
+  // int, float, str, bytes, list, tuple, dict (nested).
+  void Value(const PlainValue& v);
   // torch._utils._rebuild_tensor_v2 of storage `key` (a record data/<key>)
   // of `storage_numel` elements; _rebuild_tensor_v3 over an UntypedStorage
   // for a dtype without a legacy storage class (float8, uint16..64,
@@ -79,6 +86,11 @@ struct ExportOptions {
 
 struct ExportReport {
   int64_t tensors = 0;
+  // Non-tensor values written (beside the tensors; Lightning: at the top
+  // level), and those not written: in Lightning's layout, a value named as
+  // one of the layout's own keys ("global_step", "state_dict", ...).
+  int64_t values = 0;
+  std::vector<std::string> values_not_exported;
   int64_t data_bytes = 0;
   std::optional<int64_t> global_step;
 };

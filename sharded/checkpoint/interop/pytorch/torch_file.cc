@@ -70,6 +70,7 @@ class Walker {
       case PickleKind::kInt:
       case PickleKind::kFloat:
       case PickleKind::kString:
+      case PickleKind::kBytes:
         if (++out_->not_stored_count <= static_cast<int64_t>(kMaxListed)) {
           out_->not_stored.push_back(absl::StrCat(path, ": ", PickleKindName(kind)));
         }

@@ -13,6 +13,7 @@
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/checkpoint/interop/pytorch/torch_export.h"
+#include "sharded/checkpoint/interop/pytorch/pickle_values.h"
 #include "sharded/checkpoint/interop/pytorch/torch_file.h"
 #include "sharded/checkpoint/interop/pytorch/torch_import.h"
 #include "sharded/dtype_table.h"
@@ -143,6 +144,54 @@ TEST(TorchFile, EveryExportedDtypeComesBack) {
     ASSERT_EQ(got->sizes(), want[t.key].sizes()) << t.key;
     const at::Tensor g = got->contiguous();
     EXPECT_EQ(std::memcmp(g.data_ptr(), want[t.key].data_ptr(), g.numel() * g.element_size()), 0) << t.key;
+  }
+}
+
+// Non-tensor values export beside the tensors (Lightning: at the top level,
+// but for a name the layout owns) and read back as the same PlainValues
+// through the restricted reader; bytes as protocol 2 spells them.
+TEST(TorchFile, ValuesExportAndReadBack) {
+  using V = PlainValue;
+  const std::vector<std::pair<std::string, V>> values = {
+      {"step", V::Int(int64_t{1} << 40)},
+      {"lr", V::Float(2.5e-4)},
+      {"betas", V::Tuple({V::Float(0.9), V::Float(-0.0)})},
+      {"run", V::Str("run-\xce\xb1 'q'")},
+      {"loader", V::Bytes(std::string("\x00\xff\x80\xc3\n", 5))},
+      {"empty", V::Bytes("")},
+      {"sched", V::Dict({V::Str("last_epoch"), V::Int(-5), V::Int(3), V::List({V::None(), V::Bool(true)})})},
+      {"global_step", V::Int(9)},
+  };
+  OfflineCheckpointWriter writer(Tmp("values_ckpt"), 1);
+  ASSERT_TRUE(writer.AddDense("w", at::ones({2})).ok());
+  for (const auto& [key, value] : values) ASSERT_TRUE(writer.AddValue(key, value).ok()) << key;
+  ASSERT_TRUE(writer.Commit().ok());
+  for (const bool lightning : {false, true}) {
+    ExportOptions eo;
+    eo.lightning = lightning;
+    const std::string out = Tmp(lightning ? "values.ckpt" : "values.pt");
+    auto exported = ExportTorchFile(Tmp("values_ckpt"), out, eo);
+    ASSERT_TRUE(exported.ok()) << exported.status();
+    EXPECT_EQ(exported->values, static_cast<int64_t>(values.size()) - (lightning ? 1 : 0));
+    EXPECT_EQ(exported->values_not_exported, lightning ? std::vector<std::string>{"global_step"} : std::vector<std::string>{});
+    auto f = TorchFile::Open(out);
+    ASSERT_TRUE(f.ok()) << f.status();
+    const PickleGraph& g = (*f)->graph();
+    std::map<std::string, V> got;
+    const absl::Span<const int> items = g.items(g.root());
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      const std::string key(g.text(items[i]));
+      if (key == "state_dict" || key == "loops" || g.kind(items[i + 1]) == PickleKind::kTensor) continue;
+      auto v = PlainValueOf(g, items[i + 1]);
+      ASSERT_TRUE(v.ok()) << v.status();
+      got[key] = *v;
+    }
+    for (const auto& [key, value] : values) {
+      if (lightning && key == "global_step") continue;
+      ASSERT_EQ(got.count(key), 1u) << key;
+      EXPECT_EQ(got[key], value) << key << ": " << got[key].Repr() << " vs " << value.Repr();
+    }
+    EXPECT_TRUE(SelectEntries(g, {}).ok());  // values are listed, not refused
   }
 }
 

@@ -80,11 +80,24 @@ size_t OnRead(char* buffer, size_t size, size_t n, void* user) {
   return len;
 }
 
+// curl rewinds the body when it sends the request again on a new connection
+// (a kept-alive one the server had closed): without this it cannot, and the
+// exchange fails "necessary data rewind wasn't possible".
+int OnSeek(void* user, curl_off_t offset, int origin) {
+  auto* ex = static_cast<Exchange*>(user);
+  if (origin != SEEK_SET || offset < 0 || static_cast<size_t>(offset) > ex->request->body.size()) {
+    return CURL_SEEKFUNC_CANTSEEK;
+  }
+  ex->body_sent = static_cast<size_t>(offset);
+  return CURL_SEEKFUNC_OK;
+}
+
 bool Retryable(CURLcode code) {
   switch (code) {
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
     case CURLE_SEND_ERROR:
+    case CURLE_SEND_FAIL_REWIND:
     case CURLE_RECV_ERROR:
     case CURLE_GOT_NOTHING:
     case CURLE_PARTIAL_FILE:
@@ -155,6 +168,8 @@ HttpResponse CurlHttp::Perform(const HttpRequest& request) {
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, &OnRead);
     curl_easy_setopt(curl, CURLOPT_READDATA, &ex);
+    curl_easy_setopt(curl, CURLOPT_SEEKFUNCTION, &OnSeek);
+    curl_easy_setopt(curl, CURLOPT_SEEKDATA, &ex);
     curl_easy_setopt(curl, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
   } else if (request.method == "POST") {
     curl_easy_setopt(curl, CURLOPT_POST, 1L);

@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "sharded/checkpoint/storage/s3/digest.h"
 #include "sharded/checkpoint/storage/s3/s3_xml.h"
 #include "sharded/checkpoint/storage/s3/sigv4.h"
@@ -84,11 +86,25 @@ std::string Hint(absl::string_view s3_code) {
   return "";
 }
 
+// S3 refuses a signature more than this far from its own clock.
+constexpr absl::Duration kMaxClockSkew = absl::Minutes(15);
+
 // S3's <Error><Code>…<Message>…, or names derived from the status where the
-// response has no body (HEAD).
-std::pair<std::string, std::string> ErrorCodeAndMessage(const HttpResponse& r) {
+// response has no body (HEAD). A bodiless 403 whose Date is further from
+// `signed_at` than S3 allows is RequestTimeTooSkewed, as its body would say.
+std::pair<std::string, std::string> ErrorCodeAndMessage(const HttpResponse& r, absl::Time signed_at) {
   std::string code = XmlText(r.body, "Code").value_or("");
   std::string message = XmlText(r.body, "Message").value_or("");
+  auto date = r.headers.find("date");
+  absl::Time server_time;
+  std::string ignored;
+  if (code.empty() && r.status == 403 && date != r.headers.end() &&
+      absl::ParseTime("%a, %d %b %Y %H:%M:%S GMT", date->second, &server_time, &ignored) &&
+      absl::AbsDuration(server_time - signed_at) > kMaxClockSkew) {
+    return {"RequestTimeTooSkewed",
+            absl::StrCat("the request was signed at ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", signed_at, absl::UTCTimeZone()),
+                         ", the server's time (Date) is ", date->second)};
+  }
   if (code.empty()) {
     switch (r.status) {
       case 404: code = "NotFound"; break;
@@ -147,7 +163,8 @@ absl::StatusOr<HttpResponse> S3Client::Send(const Call& call) {
   for (int attempt = 1;; ++attempt) {
     SigV4Request signing{call.method, path, call.query, call.headers, payload_hash};
     signing.headers.emplace_back("host", host);
-    AddSigV4Authorization(signing, config_.credentials, config_.region, "s3", absl::Now() + options_.clock_offset);
+    const absl::Time signed_at = absl::Now() + options_.clock_offset;
+    AddSigV4Authorization(signing, config_.credentials, config_.region, "s3", signed_at);
 
     HttpRequest request;
     request.method = call.method;
@@ -174,7 +191,7 @@ absl::StatusOr<HttpResponse> S3Client::Send(const Call& call) {
                !(call.error_in_ok_body && absl::StrContains(response.body, "<Error>"))) {
       return response;
     } else {
-      auto [code, message] = ErrorCodeAndMessage(response);
+      auto [code, message] = ErrorCodeAndMessage(response, signed_at);
       last = absl::StrCat("HTTP ", response.status, " ", code, message.empty() ? "" : ": ", message, Hint(code));
       if (response.status == 412 && attempt > 1 && call.own_etag && IsOurs(call, call.own_etag())) {
         // Our own earlier attempt landed before its connection dropped.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <deque>
+#include <future>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -20,15 +22,28 @@ absl::Status Prefixed(const absl::Status& s, absl::string_view what) {
 
 std::string DirPrefix(const std::string& key) { return key.empty() ? "" : key + "/"; }
 
+// Reads by ranged GETs. After a WillRead hint, the hinted ranges are cut
+// into pieces of at most `piece_bytes` and fetched ahead, `in_flight` at a
+// time (the pieces held, fetched or fetching, never exceed that); a read
+// the pieces cover is served from them, any other read is a GET of its own.
 class S3ReadFile : public StorageFile {
  public:
-  S3ReadFile(S3Client& client, S3Path where, std::string path, int64_t size)
-      : client_(client), where_(std::move(where)), path_(std::move(path)), size_(size) {}
+  S3ReadFile(S3Client& client, S3Path where, std::string path, int64_t size, int64_t piece_bytes, int in_flight)
+      : client_(client),
+        where_(std::move(where)),
+        path_(std::move(path)),
+        size_(size),
+        piece_bytes_(std::max<int64_t>(1, piece_bytes)),
+        in_flight_(std::max(1, in_flight)) {}
 
   absl::StatusOr<int64_t> Size() const override { return size_; }
 
   absl::Status ReadAt(void* buffer, int64_t n, int64_t offset) const override {
     if (offset < 0 || n < 0) return absl::InvalidArgumentError(absl::StrCat("'", path_, "': negative read"));
+    if (n > 0 && offset + n <= size_) {
+      absl::Status served;
+      if (FromPieces(static_cast<char*>(buffer), n, offset, &served)) return served;
+    }
     const int64_t wanted = std::max<int64_t>(0, std::min(n, size_ - offset));
     int64_t got = 0;
     if (wanted > 0) {
@@ -44,23 +59,122 @@ class S3ReadFile : public StorageFile {
     return absl::OkStatus();
   }
 
+  void WillRead(std::vector<ByteRange> ranges) const override {
+    pieces_.clear();  // waits for fetches in flight
+    std::sort(ranges.begin(), ranges.end());
+    std::vector<ByteRange> merged;
+    for (ByteRange r : ranges) {
+      r.first = std::max<int64_t>(r.first, 0);
+      r.second = std::min(r.second, size_);
+      if (r.second <= r.first) continue;
+      if (!merged.empty() && r.first <= merged.back().second) {
+        merged.back().second = std::max(merged.back().second, r.second);
+      } else {
+        merged.push_back(r);
+      }
+    }
+    for (const ByteRange& r : merged) {
+      for (int64_t at = r.first; at < r.second; at += piece_bytes_) {
+        pieces_.emplace_back();
+        pieces_.back().begin = at;
+        pieces_.back().end = std::min(r.second, at + piece_bytes_);
+      }
+    }
+  }
+
   absl::Status WriteAt(const void*, int64_t, int64_t) override {
     return absl::FailedPreconditionError(absl::StrCat("'", path_, "' is open for reading"));
   }
   absl::Status Sync() override { return absl::OkStatus(); }
-  absl::Status Close() override { return absl::OkStatus(); }
+  absl::Status Close() override {
+    pieces_.clear();
+    return absl::OkStatus();
+  }
 
  private:
+  struct Piece {
+    int64_t begin = 0, end = 0;
+    std::unique_ptr<char[]> bytes;  // declared before `fetched`: outlives the fetch
+    std::future<absl::Status> fetched;
+    bool started = false;
+  };
+
+  // Starts fetches so that `in_flight_` pieces (from the front) are held.
+  void Pump() const {
+    int held = 0;
+    for (Piece& p : pieces_) {
+      if (held++ >= in_flight_) break;
+      if (!p.started) Start(p);
+    }
+  }
+
+  void Start(Piece& p) const {
+    p.started = true;
+    p.bytes.reset(new char[static_cast<size_t>(p.end - p.begin)]);
+    p.fetched = std::async(std::launch::async, [this, &p] {
+      absl::StatusOr<int64_t> got =
+          client_.GetObjectRange(where_.bucket, where_.key, p.begin, p.end - p.begin, p.bytes.get());
+      if (!got.ok()) return Prefixed(got.status(), absl::StrCat("cannot read '", path_, "'"));
+      if (*got != p.end - p.begin) {
+        return absl::OutOfRangeError(absl::StrCat("'", path_, "' ends at byte ", p.begin + *got, " (",
+                                                  p.end - p.begin - *got, " more bytes expected)"));
+      }
+      return absl::OkStatus();
+    });
+  }
+
+  // Whether the pieces cover [offset, offset + n); if so, copies them out
+  // and sets *status.
+  bool FromPieces(char* out, int64_t n, int64_t offset, absl::Status* status) const {
+    while (!pieces_.empty() && pieces_.front().end <= offset) pieces_.pop_front();  // read past: done with
+    int64_t pos = offset;
+    size_t count = 0;
+    for (; count < pieces_.size() && pos < offset + n; ++count) {
+      if (pieces_[count].begin > pos) return false;
+      pos = pieces_[count].end;
+    }
+    if (pos < offset + n) return false;
+    Pump();
+    for (size_t i = 0; i < count; ++i) {
+      Piece& p = pieces_[i];
+      if (!p.started) Start(p);  // one read wider than the window
+      const absl::Status s = p.fetched.valid() ? p.fetched.get() : absl::OkStatus();
+      if (!s.ok()) {
+        pieces_.clear();
+        *status = s;
+        return true;
+      }
+      const int64_t from = std::max(offset, p.begin);
+      const int64_t to = std::min(offset + n, p.end);
+      std::memcpy(out + (from - offset), p.bytes.get() + (from - p.begin), static_cast<size_t>(to - from));
+    }
+    // The hint is read to its end: nothing stays held by a file done with.
+    if (offset + n >= pieces_.back().end) pieces_.clear();
+    *status = absl::OkStatus();
+    return true;
+  }
+
   S3Client& client_;
   const S3Path where_;
   const std::string path_;
   const int64_t size_;
+  const int64_t piece_bytes_;
+  const int in_flight_;
+  mutable std::deque<Piece> pieces_;  // the hint's pieces not yet read past, in order
 };
 
+// Buffers writes and uploads them front to back: one PutObject for a file
+// under two parts, else a multipart upload whose parts go up on their own
+// threads, `parts_in_flight` at a time (memory: about that many parts plus
+// two being filled).
 class S3WriteFile : public StorageFile {
  public:
-  S3WriteFile(S3Client& client, S3Path where, std::string path, int64_t part_bytes)
-      : client_(client), where_(std::move(where)), path_(std::move(path)), part_bytes_(part_bytes) {}
+  S3WriteFile(S3Client& client, S3Path where, std::string path, int64_t part_bytes, int parts_in_flight)
+      : client_(client),
+        where_(std::move(where)),
+        path_(std::move(path)),
+        part_bytes_(part_bytes),
+        parts_in_flight_(std::max(1, parts_in_flight)) {}
   ~S3WriteFile() override { Close().IgnoreError(); }
 
   absl::StatusOr<int64_t> Size() const override { return uploaded_ + static_cast<int64_t>(pending_.size()); }
@@ -80,10 +194,11 @@ class S3WriteFile : public StorageFile {
     // A gap reads as zeros, as a sparse POSIX file does.
     if (pending_.size() < at + static_cast<size_t>(n)) pending_.resize(at + static_cast<size_t>(n), '\0');
     std::memcpy(pending_.data() + at, buffer, static_cast<size_t>(n));
-    // Full parts go now, so memory stays bounded by about two parts.
+    // Full parts go now, so memory stays bounded.
     while (static_cast<int64_t>(pending_.size()) >= 2 * part_bytes_) {
-      SL_RETURN_IF_ERROR(UploadPart(absl::string_view(pending_).substr(0, static_cast<size_t>(part_bytes_))));
+      std::string part = pending_.substr(0, static_cast<size_t>(part_bytes_));
       pending_.erase(0, static_cast<size_t>(part_bytes_));
+      SL_RETURN_IF_ERROR(UploadPart(std::move(part)));
     }
     return absl::OkStatus();
   }
@@ -93,28 +208,60 @@ class S3WriteFile : public StorageFile {
   absl::Status Close() override { return Finish(); }
 
  private:
-  absl::Status UploadPart(absl::string_view bytes) {
+  struct Part {
+    std::string bytes;  // declared before `etag`: outlives the upload
+    int number = 0;
+    std::future<absl::StatusOr<std::string>> etag;
+  };
+
+  // Starts uploading `bytes` as the next part; waits for the oldest part in
+  // flight when `parts_in_flight_` are.
+  absl::Status UploadPart(std::string bytes) {
     if (upload_id_.empty()) {
       absl::StatusOr<std::string> id = client_.CreateMultipartUpload(where_.bucket, where_.key);
       if (!id.ok()) return Fail(id.status());
       upload_id_ = *id;
     }
-    const int number = static_cast<int>(parts_.size()) + 1;
-    absl::StatusOr<std::string> etag = client_.UploadPart(where_.bucket, where_.key, upload_id_, number, bytes);
-    if (!etag.ok()) return Fail(etag.status());
-    parts_.push_back({number, *etag});
     uploaded_ += static_cast<int64_t>(bytes.size());
+    in_flight_.emplace_back();
+    Part& part = in_flight_.back();
+    part.bytes = std::move(bytes);
+    part.number = ++parts_started_;
+    part.etag = std::async(std::launch::async, [this, &part] {
+      return client_.UploadPart(where_.bucket, where_.key, upload_id_, part.number, part.bytes);
+    });
+    while (static_cast<int>(in_flight_.size()) >= parts_in_flight_) {
+      absl::Status s = CollectOldest();
+      if (!s.ok()) return Fail(s);
+    }
     return absl::OkStatus();
+  }
+
+  absl::Status CollectOldest() {
+    Part& part = in_flight_.front();
+    absl::StatusOr<std::string> etag = part.etag.get();
+    const int number = part.number;
+    in_flight_.pop_front();
+    if (!etag.ok()) return etag.status();
+    parts_.push_back({number, *etag});
+    return absl::OkStatus();
+  }
+
+  // Every part in flight, the first error if any.
+  absl::Status CollectAll() {
+    absl::Status first;
+    while (!in_flight_.empty()) first.Update(CollectOldest());
+    return first;
   }
 
   absl::Status Finish() {
     if (done_) return final_;
-    done_ = true;
     absl::Status s;
     if (upload_id_.empty()) {
       s = client_.PutObject(where_.bucket, where_.key, pending_, /*if_none_match=*/true).status();
     } else {
-      if (!pending_.empty()) s = UploadPart(pending_);
+      if (!pending_.empty()) s = UploadPart(std::move(pending_));
+      if (s.ok()) s = CollectAll();
       if (s.ok()) {
         s = client_.CompleteMultipartUpload(where_.bucket, where_.key, upload_id_, parts_, /*if_none_match=*/true)
                 .status();
@@ -122,31 +269,41 @@ class S3WriteFile : public StorageFile {
     }
     pending_.clear();
     pending_.shrink_to_fit();
-    final_ = s.ok() ? s : Fail(s);
+    if (!s.ok()) return Fail(s);
+    done_ = true;
     return final_;
   }
 
-  // Aborts an open multipart upload (no parts left behind) and says what failed.
+  // Waits for the parts in flight, aborts an open multipart upload (no parts
+  // left behind) and says what failed; the file is then done, and its
+  // Sync and Close return the same error. Idempotent.
   absl::Status Fail(const absl::Status& s) {
+    CollectAll().IgnoreError();
     if (!upload_id_.empty()) {
       client_.AbortMultipartUpload(where_.bucket, where_.key, upload_id_).IgnoreError();
       upload_id_.clear();
     }
+    if (done_ && !final_.ok()) return final_;  // said already
     done_ = true;
     if (absl::IsFailedPrecondition(s)) {  // If-None-Match lost: the key was taken meanwhile
-      return absl::AlreadyExistsError(absl::StrCat("cannot create '", path_, "': it exists (", s.message(), ")"));
+      final_ = absl::AlreadyExistsError(absl::StrCat("cannot create '", path_, "': it exists (", s.message(), ")"));
+    } else {
+      final_ = Prefixed(s, absl::StrCat("cannot write '", path_, "'"));
     }
-    return Prefixed(s, absl::StrCat("cannot write '", path_, "'"));
+    return final_;
   }
 
   S3Client& client_;
   const S3Path where_;
   const std::string path_;
   const int64_t part_bytes_;
+  const int parts_in_flight_;
   std::string pending_;   // bytes from `uploaded_` on, not sent yet
-  int64_t uploaded_ = 0;  // bytes sent as parts
+  int64_t uploaded_ = 0;  // bytes handed to part uploads
   std::string upload_id_;
-  std::vector<CompletedPart> parts_;
+  int parts_started_ = 0;
+  std::deque<Part> in_flight_;
+  std::vector<CompletedPart> parts_;  // uploaded, in order
   bool done_ = false;
   absl::Status final_;
 };
@@ -188,7 +345,8 @@ absl::StatusOr<std::unique_ptr<StorageFile>> S3Storage::OpenForRead(const std::s
   SL_ASSIGN_OR_RETURN(S3Path where, ParseS3Path(path));
   absl::StatusOr<ObjectInfo> info = client_->HeadObject(where.bucket, where.key);
   if (!info.ok()) return Prefixed(info.status(), absl::StrCat("cannot open '", path, "'"));
-  return std::unique_ptr<StorageFile>(new S3ReadFile(*client_, std::move(where), path, info->size));
+  return std::unique_ptr<StorageFile>(new S3ReadFile(*client_, std::move(where), path, info->size,
+                                                     options_.read_piece_bytes, options_.reads_in_flight));
 }
 
 absl::StatusOr<std::unique_ptr<StorageFile>> S3Storage::CreateNew(const std::string& path) {
@@ -199,7 +357,8 @@ absl::StatusOr<std::unique_ptr<StorageFile>> S3Storage::CreateNew(const std::str
   absl::StatusOr<ObjectInfo> info = client_->HeadObject(where.bucket, where.key);
   if (info.ok()) return absl::AlreadyExistsError(absl::StrCat("cannot create '", path, "': it exists"));
   if (!absl::IsNotFound(info.status())) return Prefixed(info.status(), absl::StrCat("cannot create '", path, "'"));
-  return std::unique_ptr<StorageFile>(new S3WriteFile(*client_, std::move(where), path, options_.part_bytes));
+  return std::unique_ptr<StorageFile>(new S3WriteFile(*client_, std::move(where), path, options_.part_bytes,
+                                                      options_.parts_in_flight));
 }
 
 absl::Status S3Storage::MakeDirectories(const std::string& dir) {
@@ -243,9 +402,16 @@ absl::Status S3Storage::Remove(const std::string& path) {
 bool S3Storage::Exists(const std::string& path) {
   absl::StatusOr<S3Path> where = ParseS3Path(path);
   if (!where.ok()) return false;
-  if (!where->key.empty() && client_->HeadObject(where->bucket, where->key).ok()) return true;
+  if (!where->key.empty()) {
+    const absl::Status head = client_->HeadObject(where->bucket, where->key).status();
+    // Absent means the server said so. Any other answer (credentials, a
+    // skewed clock, the server gone) is not "absent": the caller's open
+    // then fails with the real error, naming it.
+    if (head.ok() || !absl::IsNotFound(head)) return true;
+  }
   absl::StatusOr<ListObjectsResult> list = client_->ListObjects(where->bucket, DirPrefix(where->key), "/", 1, 1);
-  return list.ok() && (where->key.empty() || !list->objects.empty() || !list->common_prefixes.empty());
+  if (!list.ok()) return !absl::IsNotFound(list.status());
+  return where->key.empty() || !list->objects.empty() || !list->common_prefixes.empty();
 }
 
 absl::StatusOr<std::vector<std::string>> S3Storage::List(const std::string& dir) {

@@ -9,7 +9,8 @@
 //                makes the object appear only at Sync/Close, with
 //                If-None-Match: * -- the seam's exclusive create, enforced by
 //                the server even against a racing writer (AlreadyExists).
-//                Until then nothing is visible; a writer dropped before
+//                Parts upload on their own threads, parts_in_flight at a
+//                time. Until then nothing is visible; a writer dropped before
 //                Close uploads what it has (the seam closes on destruction);
 //                one whose upload fails aborts its multipart upload. A write
 //                behind bytes already uploaded is FailedPrecondition
@@ -18,11 +19,18 @@
 //                a reader sees the old object or the new, never a mix), then
 //                a delete of `from`. A crash between the two leaves `from`
 //                as well, which the save's stale-file cleanup removes.
+//   OpenForRead  a HEAD, then ranged GETs. A load hints each data file with
+//                exactly the byte ranges its rank's shards overlap
+//                (File::WillRead); those are fetched ahead in pieces,
+//                several GETs in flight, and the reads served from them.
 //   SyncDirectory  nothing: an object is durable when its upload returns.
 //   MakeDirectories  an empty marker object "<dir>/", so an empty directory
 //                exists and lists as POSIX's would; files need no parents.
 //   List, Exists, Remove  ListObjectsV2 with delimiter "/", HEAD, DELETE;
 //                Remove refuses a directory that still holds entries.
+//                Exists is false only when the server says 404; an error
+//                (credentials, clock, server gone) counts as there, so the
+//                caller's open reports that error instead of "missing".
 //
 // The save protocol asks RenameIsCopy() (true here) and then avoids the
 // copies: each rank's data file is uploaded under its final name, unique to
@@ -53,6 +61,13 @@ struct S3StorageOptions {
   // Multipart part size for large files (S3: at least 5 MiB, at most 10000
   // parts, so 16 MiB parts cover files up to 156 GiB).
   int64_t part_bytes = int64_t{16} << 20;
+  // Parts of one file uploading at once, each on its own thread.
+  int parts_in_flight = 4;
+  // Reads after a File::WillRead hint: the hinted ranges are fetched ahead
+  // by ranged GETs of at most `read_piece_bytes`, `reads_in_flight` held
+  // (fetched or fetching) at a time per open file.
+  int64_t read_piece_bytes = int64_t{8} << 20;
+  int reads_in_flight = 8;
 };
 
 // Whether `path` is an s3:// location.

@@ -1,0 +1,137 @@
+#include "lightning/strategies/fsdp_buckets.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include "lightning/strategies/reduce_scatter.h"
+#include "sharded/collectives.h"
+#include "sharded/no_throw.h"
+#include "sharded/status_macros.h"
+
+namespace shardlight::lightning::fsdp_internal {
+namespace {
+
+void FreeStorage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  s->set_data_ptr_noswap(at::DataPtr(nullptr, t.device()));
+  s->set_nbytes(0);
+}
+
+void AllocateStorage(const at::Tensor& t) {
+  c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
+  const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
+  if (s->nbytes() == bytes) return;
+  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_nbytes(bytes);
+}
+
+}  // namespace
+
+const at::Tensor& LocalShard(const FlatParam& p) { return p.shard->local_shards().front().tensor; }
+
+absl::StatusOr<GatherWork> IssueGather(c10d::ProcessGroup& pg, const Bucket& b, bool flag, const std::string& op) {
+  at::NoGradGuard no_grad;
+  at::Tensor mine = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.dtype));
+  if (!flag) {
+    for (const FlatParam& p : b.params) {
+      const at::Tensor& shard = LocalShard(p);
+      mine.narrow(0, p.offset, shard.numel()).copy_(shard.reshape({-1}));
+    }
+  }
+  mine[-1].fill_(flag ? 1.0 : 0.0);
+  GatherWork w;
+  if (pg.getSize() == 1) {
+    w.output = {mine};
+    return w;
+  }
+  for (int r = 0; r < pg.getSize(); ++r) w.output.push_back(at::empty_like(mine));
+  const absl::Status issued = sharded::NoThrow([&]() -> absl::Status {
+    sharded::internal::ArriveAtCollective(pg);
+    std::vector<std::vector<at::Tensor>> output = {w.output};
+    std::vector<at::Tensor> input = {mine};
+    w.work = pg.allgather(output, input);
+    return absl::OkStatus();
+  });
+  if (!issued.ok()) return sharded::internal::CollectiveFailed(pg, op, issued);
+  return w;
+}
+
+absl::StatusOr<bool> FinishGather(c10d::ProcessGroup& pg, Bucket& b, GatherWork& w, const std::string& op) {
+  if (w.work) {
+    const absl::Status waited = sharded::NoThrow([&]() -> absl::Status {
+      w.work->wait();
+      return absl::OkStatus();
+    });
+    w.work.reset();
+    if (!waited.ok()) return sharded::internal::CollectiveFailed(pg, op, waited);
+  }
+  at::NoGradGuard no_grad;
+  for (const at::Tensor& slot : w.output) {
+    if (slot[-1].item<double>() != 0) return true;
+  }
+  for (FlatParam& p : b.params) {
+    if (!p.full.defined()) {
+      p.full = at::empty(p.sizes, LocalShard(p).options().requires_grad(false));
+    } else {
+      AllocateStorage(p.full);
+    }
+    for (size_t r = 0; r < w.output.size(); ++r) {
+      const auto [first, rows] = p.rows[r];
+      if (rows == 0) continue;
+      std::vector<int64_t> shape = p.sizes;
+      shape[0] = rows;
+      p.full.narrow(0, first, rows).copy_(w.output[r].narrow(0, p.offset, rows * p.row_numel).view(shape));
+    }
+    p.param.set_data(p.full);
+  }
+  w.output.clear();
+  return false;
+}
+
+absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, bool reduce_scatter,
+                                  const std::string& op) {
+  at::NoGradGuard no_grad;
+  const int w = pg.getSize();
+  std::vector<at::Tensor> slots;
+  for (int r = 0; r < w; ++r) {
+    at::Tensor slot = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.dtype));
+    for (const FlatParam& p : b.params) {
+      const at::Tensor& grad = p.param.grad();
+      if (!grad.defined() || flag) continue;  // zeros
+      const auto [first, rows] = p.rows[r];
+      slot.narrow(0, p.offset, rows * p.row_numel).copy_(grad.narrow(0, first, rows).reshape({-1}));
+    }
+    slot[-1].fill_(flag ? 1.0 : 0.0);
+    slots.push_back(std::move(slot));
+  }
+  SL_ASSIGN_OR_RETURN(const at::Tensor summed, ReduceScatterSlots(pg, std::move(slots), reduce_scatter, op));
+  if (summed[-1].item<double>() > 0) return true;
+  for (const FlatParam& p : b.params) {
+    const at::Tensor& shard = LocalShard(p);
+    const at::Tensor chunk = summed.narrow(0, 0 + p.offset, shard.numel()).view_as(shard);
+    if (shard.grad().defined()) {
+      shard.mutable_grad().add_(chunk);
+    } else {
+      shard.mutable_grad() = chunk.clone();
+    }
+  }
+  return false;
+}
+
+void ReshardBucket(Bucket& b) {
+  at::NoGradGuard no_grad;
+  for (FlatParam& p : b.params) {
+    p.param.set_data(LocalShard(p));
+    p.param.mutable_grad() = at::Tensor();
+    if (p.full.defined()) FreeStorage(p.full);
+  }
+}
+
+int64_t FullBytes(const Bucket& b) {
+  int64_t bytes = 0;
+  for (const FlatParam& p : b.params) {
+    if (p.full.defined()) bytes += static_cast<int64_t>(p.full.storage().nbytes());
+  }
+  return bytes;
+}
+
+}  // namespace shardlight::lightning::fsdp_internal
