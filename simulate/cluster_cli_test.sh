@@ -67,7 +67,7 @@ out=$("$bin" --scenario=mesh --steps=3 2>&1) || fail "mesh exited $?: $out"
 grep -q "1x3 mesh; loaded model equals saved: yes" <<<"$out" || fail "mesh: $out"
 # The LM under fsdp: trained on 4 ranks, resumed on 3 and 2 (lm_scenario.h).
 out=$("$bin" --scenario=lm --strategy=fsdp --steps=2 --logdir= 2>&1) || fail "lm fsdp exited $?: $out"
-grep -q "^lm: fsdp on 4 ranks" <<<"$out" || fail "lm fsdp: no strategy line: $out"
+grep -q "^lm: fsdp on 4 ranks.*one unit per block, gathered one at a time" <<<"$out" || fail "lm fsdp: no strategy line: $out"
 grep -q "^lm: resumed on 3x1 at step 1" <<<"$out" || fail "lm fsdp: no resume on 3 ranks: $out"
 grep -q "^lm: resumed on 2x1 at step 1" <<<"$out" || fail "lm fsdp: no resume on 2 ranks: $out"
 
@@ -93,6 +93,10 @@ expect_exit 2 "outside [1, 64]" --world_size=65
 expect_exit 2 "unknown --scenario='nope'" --scenario=nope
 expect_exit 2 "--strategy: strategy 'zero3' is not one of model_parallel, fsdp, ddp" --scenario=lm --strategy=zero3
 expect_exit 2 "--strategy applies to --scenario=lm; scenario 'train' would ignore it" --strategy=fsdp
+expect_exit 2 "--fsdp_per_unit applies to --strategy=fsdp; --strategy=ddp would ignore it" \
+  --scenario=lm --strategy=ddp --fsdp_per_unit=false
+expect_exit 2 "--fsdp_per_unit applies to --scenario=lm --strategy=fsdp; scenario 'train' would ignore it" \
+  --fsdp_per_unit=false
 expect_exit 2 "must be >= 1" --steps=0
 expect_exit 2 "bad value 'abc' for --world_size" --world_size=abc
 expect_exit 2 "unknown flag '--bogus'" --bogus=1

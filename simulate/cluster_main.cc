@@ -40,6 +40,9 @@ ABSL_FLAG(std::string, logdir, "lm_logs",
 ABSL_FLAG(std::string, strategy, "model_parallel",
           "lm scenario: the Trainer's strategy -- model_parallel (DP x TP on a 2x2 mesh), fsdp (fully sharded, one "
           "unit per block) or ddp (the last two data parallel on 4 ranks)");
+ABSL_FLAG(bool, fsdp_per_unit, true,
+          "lm scenario, --strategy=fsdp: gather one block at a time inside the step (fully_shard's default); "
+          "false: the whole model for the step");
 ABSL_FLAG(std::string, fault, "",
           "train scenario: inject a fault plan, e.g. crash:rank=1,step=3, save-crash:rank=2,step=2, "
           "delay:rank=0,step=2,ms=200, timeout:rank=1,step=3");
@@ -72,6 +75,7 @@ int Main() {
   }
   options.progress_bar = isatty(STDOUT_FILENO) != 0;  // a bar on a terminal, plain lines otherwise
   options.strategy = absl::GetFlag(FLAGS_strategy);
+  options.fsdp_per_unit = absl::GetFlag(FLAGS_fsdp_per_unit);
   if (options.log_every < 0) {
     std::cerr << "cluster: --log_every must be >= 0\n";
     return 2;
@@ -101,6 +105,11 @@ int Main() {
   }
   if (name != "lm" && options.strategy != "model_parallel") {
     std::cerr << "cluster: --strategy applies to --scenario=lm; scenario '" << name << "' would ignore it\n";
+    return 2;
+  }
+  if (name != "lm" && !options.fsdp_per_unit) {
+    std::cerr << "cluster: --fsdp_per_unit applies to --scenario=lm --strategy=fsdp; scenario '" << name
+              << "' would ignore it\n";
     return 2;
   }
   if (name == "lm") {

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/strategies/fsdp_unit.h"
 #include "lightning/tp/layer_norm.h"
 #include "lightning/tp/mesh_optimizer.h"
 #include "lightning/tp/parallel_linear.h"
@@ -315,15 +316,21 @@ at::Tensor GptModel::TokenLosses(const at::Tensor& ids, const at::Tensor& target
   at::Tensor x = tok_(ids) + positions_().narrow(0, 0, t);
   const at::Tensor causal = at::ones({t, t}, at::kBool).triu(1);
   const double scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+  // [B, T, local heads * head_dim] -> [B, local heads, T, head_dim].
+  auto heads = [&](const at::Tensor& y) { return y.view({batch, t, local_heads, head_dim}).transpose(1, 2); };
   for (const auto& b : blocks_) {
-    const at::Tensor h = b->ln1(x);
-    // [B, T, local heads * head_dim] -> [B, local heads, T, head_dim].
-    auto heads = [&](const at::Tensor& y) { return y.view({batch, t, local_heads, head_dim}).transpose(1, 2); };
-    const at::Tensor q = heads(b->q(h)), k = heads(b->k(h)), v = heads(b->v(h));
-    const at::Tensor scores = at::matmul(q, k.transpose(-2, -1)).mul(scale).masked_fill(causal, -std::numeric_limits<float>::infinity());
-    const at::Tensor attended = at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({batch, t, local_heads * head_dim});
-    x = x + b->attn_proj(attended);
-    x = x + b->mlp_proj(at::gelu(b->fc(b->ln2(x))));
+    // The block is an FSDP unit (FsdpUnits): its parameters are read only
+    // inside this call (a plain forward under every other strategy).
+    x = lightning::RunFsdpUnit(*b, [&] {
+      const at::Tensor h = b->ln1(x);
+      const at::Tensor q = heads(b->q(h)), k = heads(b->k(h)), v = heads(b->v(h));
+      const at::Tensor scores =
+          at::matmul(q, k.transpose(-2, -1)).mul(scale).masked_fill(causal, -std::numeric_limits<float>::infinity());
+      const at::Tensor attended =
+          at::matmul(at::softmax(scores, -1), v).transpose(1, 2).reshape({batch, t, local_heads * head_dim});
+      const at::Tensor y = x + b->attn_proj(attended);
+      return y + b->mlp_proj(at::gelu(b->fc(b->ln2(y))));
+    });
   }
   const at::Tensor logits = head_(ln_f_(x));  // [B, T, local vocab]
   return loss_(logits.reshape({batch * t, logits.size(-1)}), targets.reshape({-1})).view({batch, t});

@@ -156,6 +156,8 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
   if (o.strategy == "fsdp") {
     lightning::FsdpOptions fsdp;
     fsdp.units = GptModel::FsdpUnits(o.model);
+    fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward and prefetch: their defaults, on
+    fsdp.on_unit_forward = o.fsdp_on_unit_forward;
     return std::make_shared<lightning::FsdpStrategy>(fsdp);
   }
   if (o.strategy == "ddp") return std::make_shared<lightning::DdpStrategy>();

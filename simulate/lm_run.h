@@ -12,8 +12,8 @@
 // layers from the mesh in its configure hook, the strategy sums the
 // gradients over the DP dim and clips over the mesh, AdamW is
 // tp::MeshAdamWOptimizer --, or fsdp / ddp on an Nx1 mesh (data parallel
-// only): the model's dense build, fully_shard per block under fsdp,
-// lightning::AdamW. Resume (shardlight's checkpoint or a PyTorch DCP one) is
+// only): the model's dense build, fully_shard per block under fsdp (one
+// block gathered at a time unless fsdp_per_unit is off), lightning::AdamW. Resume (shardlight's checkpoint or a PyTorch DCP one) is
 // the Trainer's; checkpoint keys are the same under every strategy. The job
 // adds the save at save_at (a callback), the log lines and the held-out
 // perplexity.
@@ -30,6 +30,7 @@
 #define SHARDLIGHT_SIMULATE_LM_RUN_H_
 
 #include <cstdint>
+#include <functional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -49,6 +50,16 @@ struct LmJobOptions {
   std::vector<int64_t> mesh_shape = {2, 2};  // data parallel x tensor parallel
   // model_parallel, fsdp or ddp (the last two: mesh_shape Nx1).
   std::string strategy = "model_parallel";
+  // fsdp only: gather one block (FSDP unit) at a time inside the step --
+  // FsdpOptions::per_unit with reshard_after_forward and prefetch, what
+  // fully_shard does by default -- so a rank holds the root and at most two
+  // blocks unsharded; false: the whole model is gathered for the step.
+  bool fsdp_per_unit = true;
+  // fsdp with fsdp_per_unit, for tests and memory tools:
+  // FsdpOptions::on_unit_forward (the unit's name and this rank's bytes of
+  // unsharded parameters on entering its forward). Called on each rank's
+  // own thread.
+  std::function<void(const std::string& unit, int64_t unsharded_bytes)> fsdp_on_unit_forward;
   GptOptions model;
   std::string corpus = kDefaultCorpus;
   int64_t batch = 8;  // global samples per step

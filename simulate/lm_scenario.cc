@@ -41,8 +41,12 @@ absl::StatusOr<LmRankResult> RunOnMesh(LmJobOptions job, const std::vector<int64
 
 absl::Status CheckLmScenarioStrategy(const ScenarioOptions& options) {
   const absl::Status checked = CheckLmStrategy(options.strategy, {1, 1});
-  if (checked.ok()) return checked;
-  return absl::InvalidArgumentError(absl::StrCat("--strategy: ", checked.message()));
+  if (!checked.ok()) return absl::InvalidArgumentError(absl::StrCat("--strategy: ", checked.message()));
+  if (!options.fsdp_per_unit && options.strategy != "fsdp") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--fsdp_per_unit applies to --strategy=fsdp; --strategy=", options.strategy, " would ignore it"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
@@ -64,6 +68,7 @@ absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
   job.log_dir = options.log_dir;
   job.progress_bar = options.progress_bar;
   job.strategy = options.strategy;
+  job.fsdp_per_unit = options.fsdp_per_unit;
   const GptOptions& m = job.model;
   out << absl::StrFormat(
       "lm: GPT decoder (%d layers, dim %d, %d heads, MLP %d, context %d, byte vocabulary %d), AdamW lr %g wd %g, "
@@ -74,7 +79,11 @@ absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
     out << "lm: model_parallel on a 2x2 mesh (dim 0 data parallel, dim 1 tensor parallel)";
   } else {
     out << "lm: " << options.strategy << " on 4 ranks (data parallel"
-        << (options.strategy == "fsdp" ? ", parameters, gradients and AdamW state sharded; one unit per block)" : ")");
+        << (options.strategy != "fsdp"  ? ")"
+            : options.fsdp_per_unit ? ", parameters, gradients and AdamW state sharded; one unit per block, "
+                                      "gathered one at a time)"
+                                    : ", parameters, gradients and AdamW state sharded; one unit per block, "
+                                      "the whole model gathered for each step)");
   }
   out << ", checkpoint after step " << job.save_at << "\n";
   const std::string first_name = absl::StrJoin(first, "x");

@@ -4,7 +4,8 @@
 // losses after each resume must equal the uninterrupted run's at the same
 // steps (fp32: to 1e-4 relative; the TP reductions sum in another order).
 // Under options.strategy fsdp or ddp (data parallel only): trained on 4
-// thread-ranks, resumed on 3 and on 2.
+// thread-ranks, resumed on 3 and on 2; fsdp gathers one block at a time
+// unless options.fsdp_per_unit is off.
 #ifndef SHARDLIGHT_SIMULATE_LM_SCENARIO_H_
 #define SHARDLIGHT_SIMULATE_LM_SCENARIO_H_
 
@@ -18,7 +19,8 @@ namespace shardlight::simulate {
 absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out);
 
 // InvalidArgument naming --strategy when options.strategy is not one of the
-// LM job's (lm_run.h: kLmStrategies).
+// LM job's (lm_run.h: kLmStrategies), naming --fsdp_per_unit when it is off
+// under another strategy than fsdp.
 absl::Status CheckLmScenarioStrategy(const ScenarioOptions& options);
 
 }  // namespace shardlight::simulate

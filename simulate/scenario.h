@@ -27,6 +27,7 @@ struct ScenarioOptions {
   std::string log_dir;               // lm: CSV and TensorBoard logs of the 2x2 run (empty: none)
   bool progress_bar = false;         // lm: a progress bar in place of the step lines (a terminal)
   std::string strategy = "model_parallel";  // lm: model_parallel, fsdp or ddp (lm_run.h)
+  bool fsdp_per_unit = true;  // lm under fsdp: one block gathered at a time (LmJobOptions::fsdp_per_unit)
 };
 
 struct Scenario {

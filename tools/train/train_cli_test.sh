@@ -30,6 +30,9 @@ expect_exit 2 "--strategy: strategy 'zero3' is not one of model_parallel, fsdp, 
 expect_exit 2 "--strategy: the fsdp strategy is data parallel only: the mesh must be Nx1, not 2x2 (--mesh=2x2)" \
   --job=lm --mesh=2x2 --strategy=fsdp
 expect_exit 2 "--strategy applies to --job=lm; --job=main would ignore it" --strategy=ddp
+expect_exit 2 "--fsdp_per_unit applies to --strategy=fsdp; --strategy=ddp would ignore it" \
+  --job=lm --mesh=2x1 --strategy=ddp --fsdp_per_unit=false
+expect_exit 2 "--fsdp_per_unit applies to --job=lm --strategy=fsdp; --job=main would ignore it" --fsdp_per_unit=false
 
 # Issue 15, defect 8: a rerun of a finished run has nothing to do; another
 # run's checkpoint is refused unless asked for (one process, a free port).

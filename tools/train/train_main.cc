@@ -84,6 +84,9 @@ ABSL_FLAG(int, lm_grads_steps, 0, "--job=lm: steps whose gradients go to --lm_gr
 ABSL_FLAG(std::string, strategy, "model_parallel",
           "--job=lm: the Trainer's strategy -- model_parallel (DP x TP on --mesh), fsdp (fully sharded, one unit per "
           "block) or ddp; fsdp and ddp are data parallel only (--mesh=Nx1)");
+ABSL_FLAG(bool, fsdp_per_unit, true,
+          "--job=lm --strategy=fsdp: gather one block at a time inside the step (fully_shard's default: at most "
+          "the root and two blocks unsharded per rank); false: the whole model for the step");
 ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
@@ -173,6 +176,9 @@ int Main() {
   if (job != "lm" && absl::GetFlag(FLAGS_strategy) != "model_parallel") {
     return BadUsage("--strategy applies to --job=lm; --job=" + job + " would ignore it");
   }
+  if (job != "lm" && !absl::GetFlag(FLAGS_fsdp_per_unit)) {
+    return BadUsage("--fsdp_per_unit applies to --job=lm --strategy=fsdp; --job=" + job + " would ignore it");
+  }
   simulate::LmJobOptions lm_job;
   if (job == "lm") {
     auto shape = sharded::mesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh));
@@ -186,6 +192,10 @@ int Main() {
     lm_job.strategy = absl::GetFlag(FLAGS_strategy);
     if (auto checked = simulate::CheckLmStrategy(lm_job.strategy, lm_job.mesh_shape); !checked.ok()) {
       return BadUsage(absl::StrCat("--strategy: ", checked.message(), " (--mesh=", absl::GetFlag(FLAGS_mesh), ")"));
+    }
+    lm_job.fsdp_per_unit = absl::GetFlag(FLAGS_fsdp_per_unit);
+    if (!lm_job.fsdp_per_unit && lm_job.strategy != "fsdp") {
+      return BadUsage("--fsdp_per_unit applies to --strategy=fsdp; --strategy=" + lm_job.strategy + " would ignore it");
     }
     lm_job.steps = steps;
     lm_job.seed = run.seed;

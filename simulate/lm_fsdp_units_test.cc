@@ -1,0 +1,180 @@
+// The LM under per-unit FSDP (LmJobOptions::fsdp_per_unit, the default under
+// --strategy=fsdp): GptModel runs each block through RunFsdpUnit, so a rank
+// gathers one block at a time. On thread-ranks, a tiny GPT whose dim-0 sizes
+// leave some rank an EMPTY chunk (dim 6 on 4 ranks: 2, 2, 2, 0; MLP 4 on 3
+// ranks: 2, 2, 0) and a global batch of 6 (at W=4 one rank has no data):
+//  - per-unit fsdp trains bit-equal to whole-model fsdp (float64 at W =
+//    1..4, float32 at W = 3, 4) and within 1e-12 (float64) / 1e-6 (float32)
+//    of ddp;
+//  - inside a block's forward a rank holds at most the root and two blocks
+//    unsharded (FsdpOptions::on_unit_forward), not the whole model;
+//  - a checkpoint saved under per-unit fsdp resumes under ddp on another
+//    world size with the uninterrupted run's losses.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "simulate/core/simulated_cluster.h"
+#include "simulate/lm_run.h"
+#include "simulate/training_run.h"
+
+namespace shardlight::simulate {
+namespace {
+
+constexpr int64_t kDim = 6, kMlp = 4, kContext = 8, kLayers = 4, kVocab = 256;
+
+LmJobOptions Tiny(at::ScalarType dtype) {
+  LmJobOptions job;
+  job.model.dim = kDim;
+  job.model.heads = 2;
+  job.model.mlp_hidden = kMlp;
+  job.model.layers = kLayers;
+  job.model.context = kContext;
+  job.model.dtype = dtype;
+  job.batch = 6;
+  job.steps = 3;
+  job.eval_batches = 1;
+  return job;
+}
+
+struct LmRuns {
+  std::vector<LmRankResult> ranks;
+  // Per rank: (unit, unsharded parameter bytes) at each unit's entry.
+  std::vector<std::vector<std::pair<std::string, int64_t>>> entries;
+};
+
+// `job` on W thread-ranks under `strategy` (Wx1); every rank must succeed.
+LmRuns RunLm(LmJobOptions job, int64_t w, const std::string& strategy, bool per_unit = true) {
+  job.mesh_shape = {w, 1};
+  job.strategy = strategy;
+  job.fsdp_per_unit = per_unit;
+  SimulatedCluster cluster(static_cast<int>(w));
+  LmRuns run;
+  run.entries.resize(w);
+  auto results = cluster.Run([&](RankContext& ctx) {
+    LmJobOptions mine = job;
+    auto& entries = run.entries[ctx.rank];
+    mine.fsdp_on_unit_forward = [&entries](const std::string& unit, int64_t bytes) {
+      entries.emplace_back(unit, bytes);
+    };
+    sharded::mesh::MeshContext mesh;
+    mesh.store = ctx.store;
+    mesh.rank = ctx.rank;
+    mesh.world_size = ctx.world_size;
+    mesh.world = ctx.pg;
+    return RunLmRank(mine, mesh);
+  });
+  EXPECT_TRUE(results.ok()) << strategy << " W=" << w << ": " << results.status();
+  if (results.ok()) run.ranks = *std::move(results);
+  return run;
+}
+
+double LargestRelative(const std::vector<double>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / std::abs(want[i]));
+  return worst;
+}
+
+// Elements of the root (token embedding, positions, final norm, head) and
+// of one block (two norms, q, k, v, attention projection, MLP fc and proj).
+constexpr int64_t kRootNumel = kVocab * kDim + kContext * kDim + 2 * kDim + kVocab * kDim;
+constexpr int64_t kBlockNumel = 2 * 2 * kDim + 4 * (kDim * kDim + kDim) + (kMlp * kDim + kMlp) + (kDim * kMlp + kDim);
+
+TEST(LmFsdpUnitsTest, PerUnitTrainsBitEqualToWholeModelFsdpAndAsDdp) {
+  for (const at::ScalarType dtype : {at::kDouble, at::kFloat}) {
+    const LmJobOptions job = Tiny(dtype);
+    // fp32 at W = 3 and 4 only (the uneven and empty chunks). ddp may sum
+    // in another order (fp64 1e-12, fp32 1e-6; measured: 0).
+    const std::vector<int64_t> worlds = dtype == at::kDouble ? std::vector<int64_t>{1, 2, 3, 4}
+                                                             : std::vector<int64_t>{3, 4};
+    for (const int64_t w : worlds) {
+      const std::string what = absl::StrCat(c10::toString(dtype), " W=", w);
+      const LmRuns ddp = RunLm(job, w, "ddp");
+      const LmRuns whole = RunLm(job, w, "fsdp", /*per_unit=*/false);
+      const LmRuns unit = RunLm(job, w, "fsdp");
+      ASSERT_EQ(ddp.ranks.size(), static_cast<size_t>(w)) << what;
+      ASSERT_EQ(whole.ranks.size(), static_cast<size_t>(w)) << what;
+      ASSERT_EQ(unit.ranks.size(), static_cast<size_t>(w)) << what;
+      for (int64_t r = 0; r < w; ++r) {
+        // The same collectives' sums in the same order: the same bits.
+        EXPECT_EQ(unit.ranks[r].losses, whole.ranks[r].losses) << what << " rank " << r;
+        EXPECT_EQ(unit.ranks[r].eval_perplexity, whole.ranks[r].eval_perplexity) << what << " rank " << r;
+        EXPECT_EQ(unit.ranks[r].state_bytes, whole.ranks[r].state_bytes) << what << " rank " << r;
+        // Whole-model fsdp gathers nothing per unit.
+        EXPECT_TRUE(whole.entries[r].empty()) << what << " rank " << r;
+      }
+      const double vs_ddp = LargestRelative(unit.ranks[0].losses, ddp.ranks[0].losses);
+      EXPECT_LT(vs_ddp, dtype == at::kDouble ? 1e-12 : 1e-6) << what;
+      std::cout << what << ": per-unit fsdp losses equal whole-model fsdp's bit for bit; largest relative "
+                << "difference from ddp " << vs_ddp << "\n";
+      EXPECT_LT(unit.ranks[0].losses.back(), unit.ranks[0].losses.front()) << what;  // it learns
+    }
+  }
+}
+
+// Each rank enters block0..block3 once per step, in order, and on entering
+// one holds at most the root and two blocks unsharded (the block it
+// computes, and the next one's prefetch) -- at W=4 a fraction of the whole
+// model, which whole-model fsdp (and ddp) hold for the whole step.
+TEST(LmFsdpUnitsTest, PerUnitHoldsAtMostTheRootAndTwoBlocksUnsharded) {
+  const LmJobOptions job = Tiny(at::kDouble);
+  const int64_t element = 8;
+  const int64_t root = kRootNumel * element, block = kBlockNumel * element;
+  const int64_t whole = root + kLayers * block;
+  for (const int64_t w : {1, 2, 3, 4}) {
+    const LmRuns unit = RunLm(job, w, "fsdp");
+    ASSERT_EQ(unit.ranks.size(), static_cast<size_t>(w));
+    for (int64_t r = 0; r < w; ++r) {
+      const auto& entries = unit.entries[r];
+      ASSERT_EQ(entries.size(), static_cast<size_t>(job.steps * kLayers)) << "W=" << w << " rank " << r;
+      int64_t peak = 0;
+      for (size_t i = 0; i < entries.size(); ++i) {
+        EXPECT_EQ(entries[i].first, absl::StrCat("block", i % kLayers)) << "W=" << w << " rank " << r << " entry " << i;
+        EXPECT_GE(entries[i].second, root + block) << "W=" << w << " rank " << r << " entry " << i;
+        peak = std::max(peak, entries[i].second);
+      }
+      EXPECT_LE(peak, root + 2 * block) << "W=" << w << " rank " << r;
+      EXPECT_LT(peak, whole) << "W=" << w << " rank " << r;
+      if (w == 4) {
+        std::cout << "W=4 rank " << r << ": peak unsharded parameter bytes in a block's forward " << peak
+                  << " (root " << root << " + " << static_cast<double>(peak - root) / static_cast<double>(block)
+                  << " blocks of " << block << ") vs the whole model's " << whole << " ("
+                  << static_cast<double>(peak) / static_cast<double>(whole) << "x)\n";
+      }
+    }
+  }
+}
+
+// A checkpoint saved after step 2 by per-unit fsdp on 3 ranks (empty MLP
+// chunks) resumes under ddp on 2 ranks and under per-unit fsdp on 4, each
+// continuing with the uninterrupted ddp run's losses (float64, 1e-12).
+TEST(LmFsdpUnitsTest, PerUnitCheckpointResumesUnderDdpOnAnotherWorldSize) {
+  TempDir dir;
+  LmJobOptions job = Tiny(at::kDouble);
+  job.steps = 4;
+  const LmRuns full = RunLm(job, 1, "ddp");
+  ASSERT_EQ(full.ranks.size(), 1u);
+  job.checkpoint_dir = dir.path();
+  job.steps = 2;
+  ASSERT_EQ(RunLm(job, 3, "fsdp").ranks.size(), 3u);
+  job.steps = 4;
+  job.save_at = 0;  // the resumed runs save nothing: each resumes step 2
+  for (const auto& [w, strategy] : std::vector<std::pair<int64_t, std::string>>{{2, "ddp"}, {4, "fsdp"}}) {
+    const LmRuns resumed = RunLm(job, w, strategy);
+    ASSERT_EQ(resumed.ranks.size(), static_cast<size_t>(w)) << strategy;
+    EXPECT_EQ(resumed.ranks[0].start_step, 2) << strategy;
+    ASSERT_EQ(resumed.ranks[0].losses.size(), 2u) << strategy;
+    const std::vector<double> want(full.ranks[0].losses.begin() + 2, full.ranks[0].losses.end());
+    EXPECT_LT(LargestRelative(resumed.ranks[0].losses, want), 1e-12) << strategy << " W=" << w;
+  }
+}
+
+}  // namespace
+}  // namespace shardlight::simulate
