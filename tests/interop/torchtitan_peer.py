@@ -6,8 +6,8 @@ and a train_state like its Trainer's ({"step", "ntokens_seen"}). A tiny MLP,
 FSDP2 (fully_shard) over 2 ranks, Gloo on CPU.
 
   save WORK            under torchrun, 2 processes: trains STEPS_BEFORE
-                       steps, CheckpointManager saves at the last of them
-                       into WORK/run/checkpoint/step-N; then trains
+                       steps, CheckpointManager saves every SAVE_EVERY of
+                       them into WORK/run/checkpoint/step-N; then trains
                        STEPS_AFTER more. Rank 0 writes WORK/values.txt
                        ("key = repr" per non-tensor entry, in .metadata's
                        order, with the values every rank saved),
@@ -37,7 +37,7 @@ from torch.distributed.checkpoint.metadata import BytesStorageMetadata
 from torch.distributed.checkpoint.stateful import Stateful
 from torch.utils.data import IterableDataset
 
-STEPS_BEFORE, STEPS_AFTER = 4, 3
+STEPS_BEFORE, STEPS_AFTER, SAVE_EVERY = 4, 3, 2
 
 
 class Samples(IterableDataset):
@@ -95,7 +95,7 @@ def components(seed, folder):
     loader = ParallelAwareDataloader(Samples(rank, world), dp_rank=rank, dp_world_size=world, batch_size=2)
     train_state = TrainState()
     checkpointer = CheckpointManager(
-        CheckpointManager.Config(enable=True, folder="checkpoint", interval=STEPS_BEFORE, keep_latest_k=0),
+        CheckpointManager.Config(enable=True, folder="checkpoint", interval=SAVE_EVERY, keep_latest_k=0),
         dataloader=loader, model_parts=[model], optimizers=optimizers, lr_schedulers=lr_schedulers,
         states={"train_state": train_state}, sd_adapter=None, base_folder=folder)
     return model, optimizers, lr_schedulers, loader, train_state, checkpointer

@@ -6,7 +6,8 @@
 # bytes in its own data file, train_state.*). `ckpt inspect` lists every
 # non-tensor entry as Python's repr in .metadata's order, and the tensors in
 # that order too; `ckpt verify` passes; `ckpt import` carries every entry
-# and drops none; `ckpt export --format=dcp` of the import reads back in real
+# and drops none; `ckpt diff` compares the values too (torchtitan's step-2
+# and step-4 saves); `ckpt export --format=dcp` of the import reads back in real
 # dcp.load bit-equal and value-equal to torchtitan's own checkpoint; and
 # torchtitan's CheckpointManager.load resumes from the export with the same
 # step, learning rate and data position, bit-equal 3 steps later.
@@ -50,6 +51,17 @@ tensors_of "$tmp/inspect_sl.txt" | diff "$tmp/tensors.txt" - || fail "the import
 "$ckpt" --format=dcp --world_size=3 export "$tmp/sl" "$tmp/back" >"$tmp/export.txt" 2>&1 \
   || { cat "$tmp/export.txt"; fail "ckpt export --format=dcp"; }
 grep -q "16 tensors and $n non-tensor entries for 3 ranks" "$tmp/export.txt" || fail "export: $(cat "$tmp/export.txt")"
+out=$("$ckpt" diff "$orig" "$tmp/back") || fail "ckpt diff of torchtitan's checkpoint and the export: $out"
+grep -q "^EQUAL: 16 tensors bit for bit, $n non-tensor entries equal$" <<<"$out" || fail "diff: $out"
+# diff compares the values too: torchtitan's own step-2 save, and keys renamed.
+out=$("$ckpt" diff "$tmp/run/checkpoint/step-2" "$orig"); [ $? = 1 ] || fail "diff of step 2 and step 4 passed: $out"
+for want in "DIFFER  train_state.step: 2 vs 4" "DIFFER  lr_scheduler.last_epoch: 2 vs 4" "equal   dataloader.world_size"; do
+  grep -qxF "$want" <<<"$out" || fail "diff of step 2 and step 4 lacks '$want': $out"
+done
+"$ckpt" --format=dcp --rename=train_state.=ts. export "$tmp/sl" "$tmp/renamed" >/dev/null || fail "export --rename"
+out=$("$ckpt" diff "$orig" "$tmp/renamed"); [ $? = 1 ] || fail "diff with renamed values passed: $out"
+grep -q "^ONLY-A  train_state.step$" <<<"$out" && grep -q "^ONLY-B  ts.ntokens_seen$" <<<"$out" \
+  && grep -q "^4 keys differ, 68 equal$" <<<"$out" || fail "diff with renamed values: $out"
 "$LIBTORCH_PYTHON" "$peer" compare "$orig" "$tmp/back" 2>"$tmp/compare.err" \
   || { cat "$tmp/compare.err"; fail "dcp.load of the export differs from torchtitan's checkpoint"; }
 torchrun_py 2 "$peer" resume "$tmp" "$tmp/back" >"$tmp/resume.log" 2>&1 \
