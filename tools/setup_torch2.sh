@@ -30,19 +30,28 @@ s3_deps=("boto3==$boto3_version" "s3fs==$s3fs_version" botocore==1.43.117 aiobot
 tensorboard_version=2.21.0
 tensorboard_deps=(absl-py==2.5.1 grpcio==1.85.3 markdown==3.11.3 pillow==13.0.0 protobuf==7.36.2
   tensorboard-data-server==0.7.2 werkzeug==3.1.9)
+# torchtitan: its own CheckpointManager writes and reads the checkpoint of
+# //tests/interop:torchtitan_test. Installed without its dependency set
+# (datasets, tokenizers, wandb, safetensors, ...: none of them imported by
+# CheckpointManager, its optimizer and LR scheduler containers or its data
+# loader); what those imports do need is pinned beside it.
+torchtitan_version=0.3.0
+torchtitan_deps=(torchdata==0.11.0 spmd_types==0.2.3 tyro==1.0.16 docstring-parser==0.18.0 typeguard==4.6.0)
 venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
 python=/usr/bin/python3  # Debian's: python3-venv is in tools/setup.sh's list
 
 check() {
   [ -x "$venv/bin/python" ] && [ -x "$venv/bin/torchrun" ] && [ -e "$venv/libtorch/include/ATen/ATen.h" ] &&
-    "$venv/bin/python" - "$torch_version" "$numpy_version" "$lightning_version" "$boto3_version" "$s3fs_version" "$tensorboard_version" <<'PY' 2>/dev/null
-import sys, numpy, torch, torch.distributed as dist, pytorch_lightning, boto3, s3fs, tensorboard
+    "$venv/bin/python" - "$torch_version" "$numpy_version" "$lightning_version" "$boto3_version" "$s3fs_version" "$tensorboard_version" "$torchtitan_version" <<'PY' 2>/dev/null
+import sys, importlib.metadata, numpy, torch, torch.distributed as dist, pytorch_lightning, boto3, s3fs, tensorboard
+import torchtitan.components.checkpoint, torchtitan.components.dataloader, torchtitan.components.optimizer
 assert torch.__version__.split("+")[0] == sys.argv[1], torch.__version__
 assert numpy.__version__ == sys.argv[2], numpy.__version__
 assert pytorch_lightning.__version__ == sys.argv[3], pytorch_lightning.__version__
 assert boto3.__version__ == sys.argv[4], boto3.__version__
 assert s3fs.__version__ == sys.argv[5], s3fs.__version__
 assert tensorboard.__version__ == sys.argv[6], tensorboard.__version__
+assert importlib.metadata.version("torchtitan") == sys.argv[7], importlib.metadata.version("torchtitan")
 assert dist.is_available() and dist.is_gloo_available()
 PY
 }
@@ -57,7 +66,8 @@ mkdir -p "$(dirname "$venv")"
 [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "torch==$torch_version" "numpy==$numpy_version" \
   "pytorch-lightning==$lightning_version" "${lightning_deps[@]}" "${s3_deps[@]}" "tensorboard==$tensorboard_version" "${tensorboard_deps[@]}"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "torchtitan==$torchtitan_version" "${torchtitan_deps[@]}"
 site=$("$venv/bin/python" -c 'import os, torch; print(os.path.dirname(torch.__file__))' 2>/dev/null)
 ln -sfn "$site" "$venv/libtorch"
-check || { echo "setup: torch $torch_version in $venv does not import with Gloo (or pytorch-lightning $lightning_version does not import)" >&2; exit 1; }
+check || { echo "setup: torch $torch_version in $venv does not import with Gloo (or pytorch-lightning $lightning_version or torchtitan $torchtitan_version does not import)" >&2; exit 1; }
 echo "setup: torch $torch_version ready; LibTorch at $venv/libtorch"

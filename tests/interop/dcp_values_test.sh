@@ -5,7 +5,7 @@
 # them, nan) and one class instance: `ckpt inspect` prints each as Python's
 # repr in .metadata's order; `ckpt import` carries every plain one into
 # shardlight's format and names the one it cannot; `ckpt inspect` of the
-# import shows the same reprs.
+# import shows the same reprs, and `ckpt diff` finds every value equal.
 peer="$1"; ckpt="$2"
 source "$(dirname "$0")/dcp_lib.sh" "$3" dcp_values || { echo "FAIL: cannot source dcp_lib.sh"; exit 1; }
 "$LIBTORCH_PYTHON" "$peer" "$tmp/dcp" "$tmp/values.txt" >"$tmp/save.log" 2>&1 || { cat "$tmp/save.log"; fail "dcp.save"; }
@@ -27,6 +27,10 @@ n=$(wc -l <"$tmp/plain.txt")
 grep -q "and $n non-tensor entries for 2 ranks" "$tmp/import.txt" || fail "import does not count the values: $(cat "$tmp/import.txt")"
 grep -q "^  'odd': it holds a fractions.Fraction" "$tmp/import.txt" || fail "import does not name what it drops: $(cat "$tmp/import.txt")"
 "$ckpt" verify "$tmp/imported" >/dev/null || fail "verify of the import"
+# diff: every value equal, the one not carried named as not compared.
+out=$("$ckpt" diff "$tmp/dcp" "$tmp/imported") || fail "diff of the DCP checkpoint and its import: $out"
+grep -q "^EQUAL: 8 tensors bit for bit, $n non-tensor entries equal$" <<<"$out" \
+  && grep -q "^not compared  'odd' (A): it holds a fractions.Fraction" <<<"$out" || fail "diff: $out"
 "$ckpt" inspect "$tmp/imported" >"$tmp/inspect_sl.txt" 2>&1 || { cat "$tmp/inspect_sl.txt"; fail "inspect of the import"; }
 values_of <"$tmp/inspect_sl.txt" >"$tmp/got_sl.txt"
 diff "$tmp/plain.txt" "$tmp/got_sl.txt" || fail "the imported checkpoint's values differ from Python's repr"

@@ -159,6 +159,54 @@ int Reshard(const std::string& in_dir, const std::string& out_dir, const Reshard
   return 0;
 }
 
+namespace {
+
+// A value's repr for a DIFFER line, cut to a line's worth.
+std::string ShortRepr(const sharded::PlainValue& v) {
+  std::string r = v.Repr();
+  constexpr size_t kMax = 72;
+  if (r.size() > kMax) r = r.substr(0, kMax) + "...";
+  return r;
+}
+
+// The non-tensor values, after the tensors and in A's order: "equal",
+// "DIFFER  KEY: A vs B" (same kind and contents, floats by bits), "ONLY-A",
+// "ONLY-B". An entry either side holds but cannot read (a foreign format's
+// class instance) is listed as not compared and counts neither way.
+// Returns the number equal; adds the differing ones to *differ.
+int DiffValues(const sharded::checkpoint::CheckpointIndex& a, const sharded::checkpoint::CheckpointIndex& b,
+               std::ostream& out, int* differ) {
+  int equal = 0;
+  for (const sharded::checkpoint::IndexValue& va : a.values) {
+    const sharded::checkpoint::IndexValue* vb = b.FindValue(va.key);
+    if (vb == nullptr) {
+      out << "ONLY-A  " << va.key << "\n";
+      ++*differ;
+    } else if (va.value != vb->value) {
+      out << "DIFFER  " << va.key << ": " << ShortRepr(va.value) << " vs " << ShortRepr(vb->value) << "\n";
+      ++*differ;
+    } else {
+      out << "equal   " << va.key << "\n";
+      ++equal;
+    }
+  }
+  for (const sharded::checkpoint::IndexValue& vb : b.values) {
+    if (a.FindValue(vb.key) == nullptr) {
+      out << "ONLY-B  " << vb.key << "\n";
+      ++*differ;
+    }
+  }
+  for (const auto* side : {&a, &b}) {
+    for (const auto& [key, why] : side->not_carried) {
+      out << "not compared  " << sharded::checkpoint::Quote(key) << " (" << (side == &a ? "A" : "B") << "): " << why
+          << "\n";
+    }
+  }
+  return equal;
+}
+
+}  // namespace
+
 int Diff(const std::string& a_dir, const std::string& b_dir, const DiffOptions& options, std::ostream& out,
          std::ostream& err) {
   auto a = sharded::checkpoint::OpenCheckpointForRead(a_dir);
@@ -210,11 +258,16 @@ int Diff(const std::string& a_dir, const std::string& b_dir, const DiffOptions& 
       ++differ;
     }
   }
+  const int equal_tensors = equal;
+  const int equal_values = DiffValues(a->index(), b->index(), out, &differ);
+  equal += equal_values;
   if (differ > 0) {
     out << differ << " keys differ, " << equal << " equal\n";
     return 1;
   }
-  out << "EQUAL: " << equal << " tensors bit for bit\n";
+  out << "EQUAL: " << equal_tensors << " tensors bit for bit";
+  if (equal_values > 0) out << ", " << equal_values << " non-tensor entries equal";
+  out << "\n";
   return 0;
 }
 

@@ -37,7 +37,9 @@ struct DiffOptions {
 };
 
 // Prints "equal   KEY" or "DIFFER  KEY: ..." per key of A, "ONLY-B  KEY" for
-// keys only B has, then a summary.
+// keys only B has, then a summary: tensors first, then the non-tensor values
+// (DIFFER shows both reprs; an entry not carried by its reader, such as a
+// DCP class instance, is listed as not compared).
 int Diff(const std::string& a_dir, const std::string& b_dir, const DiffOptions& options, std::ostream& out,
          std::ostream& err);
 
