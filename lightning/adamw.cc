@@ -53,4 +53,11 @@ absl::Status AdamW::AddStateTo(sharded::StateDict& dict, const std::string& pref
   return dict.Insert(prefix + "step", step_);
 }
 
+sharded::PlainValue AdamW::HyperParameters() const {
+  using V = sharded::PlainValue;
+  return V::Dict({V::Str("lr"), V::Float(options_.lr), V::Str("betas"),
+                  V::Tuple({V::Float(options_.beta1), V::Float(options_.beta2)}), V::Str("eps"), V::Float(options_.eps),
+                  V::Str("weight_decay"), V::Float(options_.weight_decay)});
+}
+
 }  // namespace shardlight::lightning

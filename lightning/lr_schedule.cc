@@ -9,7 +9,7 @@
 namespace shardlight::lightning {
 
 LrSchedule::LrSchedule(LrScheduleOptions options)
-    : options_(options), last_step_(at::zeros({1}, at::kLong)), base_lr_(at::zeros({1}, at::kDouble)) {}
+    : options_(options) {}
 
 absl::StatusOr<std::unique_ptr<LrSchedule>> LrSchedule::Create(LrScheduleOptions options) {
   const auto bad = [](const std::string& what) { return absl::InvalidArgumentError("LR schedule: " + what); };
@@ -38,7 +38,7 @@ absl::Status LrSchedule::Bind(Optimizer& optimizer, int64_t max_steps) {
                                                    " exceeds max_steps ", total_steps_,
                                                    options_.total_steps > 0 ? " (total_steps)" : ""));
   }
-  base_lr_.fill_(optimizer.lr());
+  base_lr_ = optimizer.lr();
   return Apply(optimizer);
 }
 
@@ -68,13 +68,29 @@ absl::Status LrSchedule::Apply(Optimizer& optimizer) const {
 }
 
 absl::Status LrSchedule::Step(Optimizer& optimizer) {
-  last_step_.add_(1);
+  ++last_step_;
   return Apply(optimizer);
 }
 
-absl::Status LrSchedule::AddStateTo(sharded::StateDict& dict, const std::string& prefix) {
-  SL_RETURN_IF_ERROR(dict.Insert(prefix + "last_step", last_step_));
-  return dict.Insert(prefix + "base_lr", base_lr_);
+absl::Status LrSchedule::AddStateTo(sharded::StateDict& dict, const std::string& prefix) const {
+  SL_RETURN_IF_ERROR(dict.InsertValue(prefix + "last_step", sharded::PlainValue::Int(last_step_)));
+  return dict.InsertValue(prefix + "base_lr", sharded::PlainValue::Float(base_lr_));
+}
+
+absl::Status LrSchedule::RestoreState(const sharded::PlainValue& last_step, const sharded::PlainValue& base_lr) {
+  using Kind = sharded::PlainValue::Kind;
+  if (last_step.kind() != Kind::kInt || last_step.integer() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("LR schedule: last_step is ", last_step.Repr(), "; want an int >= 0"));
+  }
+  const double lr = base_lr.kind() == Kind::kFloat ? base_lr.real()
+                    : base_lr.kind() == Kind::kInt ? static_cast<double>(base_lr.integer())
+                                                   : -1;
+  if (!(lr >= 0) || !std::isfinite(lr)) {
+    return absl::InvalidArgumentError(absl::StrCat("LR schedule: base_lr is ", base_lr.Repr(), "; want a finite number >= 0"));
+  }
+  last_step_ = last_step.integer();
+  base_lr_ = lr;
+  return absl::OkStatus();
 }
 
 }  // namespace shardlight::lightning

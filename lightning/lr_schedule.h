@@ -17,8 +17,9 @@
 //                  m = min_lr_factor
 //   kStepDecay     gamma ^ floor(t / step_size)  (StepLR)
 //
-// State (checkpointed under "<prefix>last_step", int64 [1], and
-// "<prefix>base_lr", float64 [1]; the Trainer uses "lr_scheduler."): the
+// State (checkpointed as values "<prefix>last_step", an int, and
+// "<prefix>base_lr", a float; the Trainer uses "lr_scheduler."; earlier
+// releases saved int64 [1] and float64 [1] tensors, which still load): the
 // number of schedule steps taken and the base rate, so a resume -- on any
 // world size -- continues with exactly the same learning rates.
 #ifndef SHARDLIGHT_LIGHTNING_LR_SCHEDULE_H_
@@ -64,20 +65,25 @@ class LrSchedule {
   absl::Status Apply(Optimizer& optimizer) const;
 
   double Factor(int64_t step) const;
-  int64_t last_step() const { return last_step_[0].item<int64_t>(); }
+  int64_t last_step() const { return last_step_; }
   // Resumes the schedule at `step` (a checkpoint without its state).
-  void set_last_step(int64_t step) { last_step_.fill_(step); }
-  double base_lr() const { return base_lr_[0].item<double>(); }
+  void set_last_step(int64_t step) { last_step_ = step; }
+  double base_lr() const { return base_lr_; }
   const LrScheduleOptions& options() const { return options_; }
-  // Adds the state (sharing storage: a load restores it in place).
-  absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix);
+  // Adds the state, as values (a snapshot: a later Step changes none).
+  absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) const;
+  // Restores the state from what AddStateTo saved (an int and a float, or
+  // as earlier releases saved them, an int and a float read from tensors).
+  // InvalidArgument naming the entry: a last_step that is no int >= 0, a
+  // base_lr that is no finite number >= 0. Apply sets the optimizer's rate.
+  absl::Status RestoreState(const sharded::PlainValue& last_step, const sharded::PlainValue& base_lr);
 
  private:
   explicit LrSchedule(LrScheduleOptions options);
   LrScheduleOptions options_;
   int64_t total_steps_ = 0;  // the cosine's end, once bound
-  at::Tensor last_step_;     // int64 [1]
-  at::Tensor base_lr_;       // float64 [1]
+  int64_t last_step_ = 0;
+  double base_lr_ = 0;
 };
 
 }  // namespace shardlight::lightning

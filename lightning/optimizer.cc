@@ -97,4 +97,14 @@ absl::Status Sgd::AddStateTo(sharded::StateDict& dict, const std::string& prefix
   return dict.Insert(prefix + "step", step_);
 }
 
+sharded::PlainValue Optimizer::HyperParameters() const {
+  return sharded::PlainValue::Dict({sharded::PlainValue::Str("lr"), sharded::PlainValue::Float(lr())});
+}
+
+sharded::PlainValue Sgd::HyperParameters() const {
+  using V = sharded::PlainValue;
+  return V::Dict({V::Str("lr"), V::Float(options_.lr), V::Str("momentum"), V::Float(options_.momentum),
+                  V::Str("weight_decay"), V::Float(options_.weight_decay)});
+}
+
 }  // namespace shardlight::lightning

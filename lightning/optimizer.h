@@ -32,6 +32,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "lightning/trainable.h"
+#include "sharded/plain_value.h"
 #include "sharded/state_dict.h"
 
 namespace shardlight::lightning {
@@ -55,6 +56,11 @@ class Optimizer {
   absl::Status set_lr(double lr);
   // The trainables this optimizer updates.
   const Trainables& trainables() const { return trainables_; }
+  // Its hyper-parameters as torch.optim names them in a param group, for
+  // checkpoints (the Trainer saves them as "optimizer.hyper_parameters" and
+  // reports a resume whose differ): {'lr': ...} here; Sgd adds momentum
+  // and weight_decay, AdamW betas, eps and weight_decay.
+  virtual sharded::PlainValue HyperParameters() const;
 
  protected:
   explicit Optimizer(Trainables trainables) : trainables_(std::move(trainables)) {}
@@ -99,6 +105,7 @@ class Sgd : public Optimizer {
   void Step() override;
   absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override;
   double lr() const override { return options_.lr; }
+  sharded::PlainValue HyperParameters() const override;
   int64_t steps() const { return step_[0].item<int64_t>(); }
 
  private:
@@ -126,6 +133,7 @@ class AdamW : public Optimizer {
   void Step() override;
   absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override;
   double lr() const override { return options_.lr; }
+  sharded::PlainValue HyperParameters() const override;
   int64_t steps() const { return step_[0].item<int64_t>(); }
 
  private:

@@ -27,6 +27,7 @@
 #include "sharded/checkpoint/roots/checkpoint_root.h"
 #include "sharded/checkpoint/storage/default_storage.h"
 #include "sharded/no_throw.h"
+#include "sharded/plain_value.h"
 #include "sharded/stable_hash.h"
 #include "sharded/status_macros.h"
 
@@ -57,15 +58,37 @@ absl::StatusOr<Layout> CheckpointLayout(const std::string& dir, ckpt::Storage* s
 }
 
 // What the committed checkpoint in `dir` holds besides the model, agreed
-// across ranks: {optimizer state, the step, LR schedule state}. A weights-only
-// checkpoint (`ckpt import` of a torch.save or Lightning file) holds none.
+// across ranks: {optimizer state, the step, LR schedule state, ...}. A
+// weights-only checkpoint (`ckpt import` of a torch.save or Lightning file)
+// holds none. The step and the schedule's state are values since this
+// release; a checkpoint of an earlier one holds them as one-element tensors
+// (kTensor), and still resumes.
+enum class Form : char { kNone = '0', kTensor = 't', kValue = 'v' };
 struct SavedExtras {
   bool optimizer = false;
-  bool step = false;
-  bool lr_schedule = false;
+  Form step = Form::kNone;
+  Form lr_schedule = Form::kNone;
   bool model_checkpoint = false;
+  bool hyper_parameters = false;  // kHyperParametersKey
+  // This rank's read: entries outside the Trainer's keys (TrainerKeyPrefixes),
+  // which a resume leaves alone: their count and the first of them.
+  int64_t others = 0;
+  std::string other;
 };
 constexpr char kModelCheckpointPrefix[] = "callbacks.model_checkpoint.";
+constexpr char kHyperParametersKey[] = "optimizer.hyper_parameters";
+// The Trainer's own keys: what a resume loads (strictly).
+const std::vector<std::string>& TrainerKeyPrefixes() {
+  static const std::vector<std::string> prefixes = {"model.", "optimizer.", "trainer.", "lr_scheduler.",
+                                                    kModelCheckpointPrefix};
+  return prefixes;
+}
+bool IsTrainerKey(const std::string& key) {
+  for (const std::string& p : TrainerKeyPrefixes()) {
+    if (absl::StartsWith(key, p)) return true;
+  }
+  return false;
+}
 // Also refuses a checkpoint of another run (trainer.h, "Which run") unless
 // `allow_different_run`; rank 0 then prints what differs.
 absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Storage* storage, c10d::ProcessGroup& pg,
@@ -74,11 +97,22 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
   std::string different;
   const absl::Status read = sharded::NoThrow([&]() -> absl::Status {
     SL_ASSIGN_OR_RETURN(ckpt::CheckpointReader reader, ckpt::CheckpointReader::Open(dir, ckpt::StorageOrDefault(storage)));
+    const auto other = [&](const std::string& key) {
+      if (IsTrainerKey(key)) return;
+      if (mine.others++ == 0) mine.other = key;
+    };
     for (const ckpt::IndexTensor& t : reader.index().tensors) {
       mine.optimizer = mine.optimizer || absl::StartsWith(t.key, "optimizer.");
-      mine.step = mine.step || t.key == "trainer.step";
-      mine.lr_schedule = mine.lr_schedule || absl::StartsWith(t.key, "lr_scheduler.");
+      if (t.key == "trainer.step") mine.step = Form::kTensor;
+      if (absl::StartsWith(t.key, "lr_scheduler.")) mine.lr_schedule = Form::kTensor;
       mine.model_checkpoint = mine.model_checkpoint || absl::StartsWith(t.key, kModelCheckpointPrefix);
+      other(t.key);
+    }
+    for (const ckpt::IndexValue& v : reader.index().values) {
+      if (v.key == "trainer.step") mine.step = Form::kValue;
+      if (absl::StartsWith(v.key, "lr_scheduler.")) mine.lr_schedule = Form::kValue;
+      mine.hyper_parameters = mine.hyper_parameters || v.key == kHyperParametersKey;
+      other(v.key);
     }
     different = DescribeRunDifference(reader.index(), run);
     if (!different.empty() && !allow_different_run) {
@@ -90,8 +124,9 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
     return absl::OkStatus();
   });
   const std::string payload =
-      absl::StrCat(mine.optimizer ? "1" : "0", mine.step ? "1" : "0", mine.lr_schedule ? "1" : "0",
-                   mine.model_checkpoint ? "1" : "0");
+      absl::StrCat(mine.optimizer ? "1" : "0", std::string(1, static_cast<char>(mine.step)),
+                   std::string(1, static_cast<char>(mine.lr_schedule)), mine.model_checkpoint ? "1" : "0",
+                   mine.hyper_parameters ? "1" : "0");
   SL_ASSIGN_OR_RETURN(std::vector<std::string> all,
                       sharded::AgreeAndGather(pg, {read, sharded::StableHash(payload), payload},
                                               {absl::StrCat("resume from '", dir, "'"), "checkpoint contents"}));
@@ -99,7 +134,16 @@ absl::StatusOr<SavedExtras> CheckpointExtras(const std::string& dir, ckpt::Stora
     std::cout << "resume: the checkpoint in " << dir << " is from a different run (" << different
               << "); resuming it as allow_different_run asks\n";
   }
-  return SavedExtras{all[0][0] == '1', all[0][1] == '1', all[0][2] == '1', all[0][3] == '1'};
+  const std::string& agreed = all[0];
+  SavedExtras out;
+  out.optimizer = agreed[0] == '1';
+  out.step = static_cast<Form>(agreed[1]);
+  out.lr_schedule = static_cast<Form>(agreed[2]);
+  out.model_checkpoint = agreed[3] == '1';
+  out.hyper_parameters = agreed[4] == '1';
+  out.others = mine.others;
+  out.other = mine.other;
+  return out;
 }
 
 // Every callback's hook on this rank, then agreement: one rank's failing
@@ -218,16 +262,53 @@ void ResumeScheduleAtStep(LrSchedule& schedule, const at::Tensor& step, c10d::Pr
   }
 }
 
+// Where an entry the Trainer saves as a value loads: a value, or the
+// one-element tensor an earlier release saved it as.
+absl::Status AddLoadTarget(sharded::StateDict& target, const std::string& key, Form form, c10::ScalarType dtype) {
+  if (form == Form::kTensor) return target.Insert(key, at::zeros({1}, at::TensorOptions().dtype(dtype)));
+  return target.InsertValue(key, sharded::PlainValue());
+}
+
+// That entry once loaded, as a value either way.
+absl::StatusOr<sharded::PlainValue> LoadedScalar(const sharded::StateDict& target, const std::string& key) {
+  if (const sharded::PlainValue* v = target.FindValue(key)) return *v;
+  const sharded::StateValue* t = target.Find(key);
+  const at::Tensor* dense = t == nullptr ? nullptr : std::get_if<at::Tensor>(t);
+  if (dense == nullptr || dense->numel() != 1) return absl::InternalError("resume: no one-element " + key + " loaded");
+  if (at::isFloatingType(dense->scalar_type())) return sharded::PlainValue::Float(dense->reshape({-1})[0].item<double>());
+  return sharded::PlainValue::Int(dense->reshape({-1})[0].item<int64_t>());
+}
+
+// "momentum 0.9 saved, 0.5 now; ..." for the hyper-parameters that differ
+// (the lr only without a schedule: one sets it from the step); "" if none.
+std::string DescribeHyperParameterChange(const sharded::PlainValue& saved, const sharded::PlainValue& now,
+                                         bool scheduled) {
+  std::vector<std::string> lines;
+  const std::vector<sharded::PlainValue>& items = now.items();
+  for (size_t i = 0; now.kind() == sharded::PlainValue::Kind::kDict && i + 1 < items.size(); i += 2) {
+    const std::string& name = items[i].text();
+    if (scheduled && name == "lr") continue;
+    const sharded::PlainValue* was = saved.Find(name);
+    if (was == nullptr || *was != items[i + 1]) {
+      lines.push_back(absl::StrCat(name, " ", was == nullptr ? "not saved" : was->Repr() + " saved", ", ",
+                                   items[i + 1].Repr(), " now"));
+    }
+  }
+  return absl::StrJoin(lines, "; ");
+}
+
 }  // namespace
 
-absl::StatusOr<sharded::StateDict> TrainingStateDict(LightningModule& module, Optimizer& optimizer,
+absl::StatusOr<sharded::StateDict> TrainingStateDict(
+LightningModule& module, Optimizer& optimizer,
                                                      const at::Tensor& step, LrSchedule* lr_schedule,
                                                      ModelCheckpoint* model_checkpoint) {
   SL_ASSIGN_OR_RETURN(sharded::StateDict model, StateDictOf(module));
   sharded::StateDict dict;
   for (const auto& [key, value] : model.entries()) SL_RETURN_IF_ERROR(dict.Insert("model." + key, value));
   SL_RETURN_IF_ERROR(optimizer.AddStateTo(dict, "optimizer."));
-  SL_RETURN_IF_ERROR(dict.Insert("trainer.step", step));
+  SL_RETURN_IF_ERROR(dict.InsertValue(kHyperParametersKey, optimizer.HyperParameters()));
+  SL_RETURN_IF_ERROR(dict.InsertValue("trainer.step", sharded::PlainValue::Int(step[0].item<int64_t>())));
   if (lr_schedule != nullptr) SL_RETURN_IF_ERROR(lr_schedule->AddStateTo(dict, "lr_scheduler."));
   if (model_checkpoint != nullptr) SL_RETURN_IF_ERROR(model_checkpoint->AddStateTo(dict, kModelCheckpointPrefix));
   return dict;
@@ -635,7 +716,8 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
   SL_RETURN_IF_ERROR(metrics::PrepareCheckpointLoad(module, "model.", dir, pg, options_.save_options.storage));
   // The model's entries load into fresh tensors of the module's layout and
   // reach the module through LoadStateDict, so its load hooks run; the
-  // optimizer's state and the step load in place.
+  // optimizer's state loads in place; the step and the schedule's state
+  // load as values (or the tensors earlier releases saved) and are set after.
   sharded::StateDict model;
   sharded::StateDict target;
   SL_RETURN_IF_ERROR(FreshModelState(module, &model, &target));
@@ -647,19 +729,55 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
     std::cout << "resume: the checkpoint in " << dir
               << " holds no optimizer state (weights only): the optimizer starts fresh\n";
   }
-  if (extras.step) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
-  if (lr_schedule_ != nullptr && extras.lr_schedule) SL_RETURN_IF_ERROR(lr_schedule_->AddStateTo(target, "lr_scheduler."));
+  if (extras.hyper_parameters) SL_RETURN_IF_ERROR(target.InsertValue(kHyperParametersKey, sharded::PlainValue()));
+  if (extras.step != Form::kNone) SL_RETURN_IF_ERROR(AddLoadTarget(target, "trainer.step", extras.step, at::kLong));
+  const bool schedule = lr_schedule_ != nullptr && extras.lr_schedule != Form::kNone;
+  if (schedule) {
+    SL_RETURN_IF_ERROR(AddLoadTarget(target, "lr_scheduler.last_step", extras.lr_schedule, at::kLong));
+    SL_RETURN_IF_ERROR(AddLoadTarget(target, "lr_scheduler.base_lr", extras.lr_schedule, at::kDouble));
+  }
   if (model_checkpoint_ != nullptr && extras.model_checkpoint) {
     SL_RETURN_IF_ERROR(model_checkpoint_->AddStateTo(target, kModelCheckpointPrefix));
   }
   ckpt::LoadOptions load;
   load.verify_before_write = true;  // a damaged checkpoint changes nothing
   load.storage = options_.save_options.storage;
+  load.key_prefixes = TrainerKeyPrefixes();  // strict within them; an import's other entries are left alone
   SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, dir, pg, load));
+  if (extras.others > 0 && pg.getRank() == 0) {
+    std::cout << "resume: " << extras.others << " entries of the checkpoint in " << dir
+              << " are not the Trainer's (e.g. '" << extras.other << "'): not loaded\n";
+  }
+  const absl::Status restored = sharded::NoThrow([&]() -> absl::Status {
+    if (extras.step != Form::kNone) {
+      SL_ASSIGN_OR_RETURN(const sharded::PlainValue saved, LoadedScalar(target, "trainer.step"));
+      if (saved.kind() != sharded::PlainValue::Kind::kInt || saved.integer() < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("the checkpoint in '", dir, "' has trainer.step ", saved.Repr(), "; want an int >= 0"));
+      }
+      step.fill_(saved.integer());
+    }
+    if (schedule) {
+      SL_ASSIGN_OR_RETURN(const sharded::PlainValue last_step, LoadedScalar(target, "lr_scheduler.last_step"));
+      SL_ASSIGN_OR_RETURN(const sharded::PlainValue base_lr, LoadedScalar(target, "lr_scheduler.base_lr"));
+      absl::Status s = lr_schedule_->RestoreState(last_step, base_lr);
+      if (!s.ok()) return absl::Status(s.code(), absl::StrCat("the checkpoint in '", dir, "': ", s.message()));
+    }
+    return absl::OkStatus();
+  });
+  SL_RETURN_IF_ERROR(sharded::Agree(pg, restored, "resume"));
   const absl::Status loaded =
       sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
   SL_RETURN_IF_ERROR(sharded::Agree(pg, loaded, "resume"));
-  if (lr_schedule_ != nullptr && !extras.lr_schedule) ResumeScheduleAtStep(*lr_schedule_, step, pg, dir);
+  if (extras.hyper_parameters && pg.getRank() == 0) {
+    const std::string differ = DescribeHyperParameterChange(*target.FindValue(kHyperParametersKey),
+                                                            optimizer.HyperParameters(), lr_schedule_ != nullptr);
+    if (!differ.empty()) {
+      std::cout << "resume: the optimizer's hyper-parameters differ from those saved in " << dir << " (" << differ
+                << "): this run's are used\n";
+    }
+  }
+  if (lr_schedule_ != nullptr && extras.lr_schedule == Form::kNone) ResumeScheduleAtStep(*lr_schedule_, step, pg, dir);
   if (model_checkpoint_ != nullptr) {
     model_checkpoint_->RestoreFromState();
     if (!extras.model_checkpoint && pg.getRank() == 0) {

@@ -62,11 +62,20 @@
 // files are left as they are.
 //
 // The checkpoint holds the module's state dict ("model."), the
-// optimizer state ("optimizer.", sharded where its parameter is), the step
-// ("trainer.step") and the LR schedule's state ("lr_scheduler.", when there
-// is one; a checkpoint without it resumes the schedule at trainer.step, said
-// on rank 0), so a resume -- on the same or another world size --
-// continues from exactly that state.
+// optimizer state ("optimizer.", sharded where its parameter is) and, as
+// values (sharded/plain_value.h), its hyper-parameters
+// ("optimizer.hyper_parameters": {'lr', 'betas', 'eps', 'weight_decay' ...},
+// Optimizer::HyperParameters), the step ("trainer.step", an int) and the LR
+// schedule's state ("lr_scheduler.last_step", "lr_scheduler.base_lr", when
+// there is one; a checkpoint without it resumes the schedule at
+// trainer.step, said on rank 0), so a resume -- on the same or another world
+// size -- continues from exactly that state. Checkpoints of earlier releases
+// (the step and the schedule's state as int64 [1] and float64 [1] tensors)
+// resume too. A resume loads the Trainer's keys (those prefixes,
+// "trainer.", "callbacks.model_checkpoint.") strictly and leaves any other
+// entry alone (an import's, such as a Lightning file's optimizer_states),
+// said on rank 0; saved hyper-parameters that differ from this run's are
+// said on rank 0 (the lr only without a schedule), and this run's are used.
 //
 // Which run: every checkpoint records what produced it (lightning/
 // run_fingerprint.h: the model's structure -- state-dict names, dtypes and
@@ -260,9 +269,11 @@ class Trainer {
   ModelCheckpoint* model_checkpoint_ = nullptr;  // among callbacks_, if one is
 };
 
-// The state a checkpoint holds for (module, optimizer, step), sharing storage
-// with them: saving it saves them, loading into it restores them in place.
-// With an LR schedule, its state too, under "lr_scheduler.".
+// The state a checkpoint holds for (module, optimizer, step): the tensors
+// share storage with them (saving saves them, loading restores them in
+// place); the step ("trainer.step"), the optimizer's hyper-parameters and,
+// with an LR schedule, its state ("lr_scheduler.") are values, a snapshot of
+// this moment (Trainer::Resume sets them back from a load).
 // With a ModelCheckpoint, its ranking under "callbacks.model_checkpoint.".
 absl::StatusOr<sharded::StateDict> TrainingStateDict(LightningModule& module, Optimizer& optimizer,
                                                      const at::Tensor& step, LrSchedule* lr_schedule = nullptr,

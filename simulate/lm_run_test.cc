@@ -176,7 +176,8 @@ absl::StatusOr<sharded::StateDict> DenseCheckpoint(const LmJobOptions& job, cons
       SL_RETURN_IF_ERROR(dict.Insert("optimizer." + key + ".exp_avg_sq", at::zeros(m->sizes(), m->dtype())));
     }
     SL_RETURN_IF_ERROR(dict.Insert("optimizer.step", at::zeros({1}, at::kLong)));
-    SL_RETURN_IF_ERROR(dict.Insert("trainer.step", at::zeros({1}, at::kLong)));
+    SL_RETURN_IF_ERROR(dict.InsertValue("trainer.step", sharded::PlainValue()));  // values, as the Trainer saves them
+    SL_RETURN_IF_ERROR(dict.InsertValue("optimizer.hyper_parameters", sharded::PlainValue()));
     SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(dict, dir, *ctx.pg));
     out = std::move(dict);
     return absl::OkStatus();

@@ -19,6 +19,7 @@
 #include "lightning/trainer.h"
 #include "sharded/checkpoint/checkpoint_testing.h"
 #include "sharded/checkpoint/checkpoint.h"
+#include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 #include "simulate/embedding_mlp.h"
@@ -38,11 +39,12 @@ constexpr uint64_t kSeed = 5;
 // EmbeddingMlp (a sharded table and dense layers) trained by AdamW with a schedule.
 class ScheduledMlp : public simulate::EmbeddingMlp {
  public:
-  explicit ScheduledMlp(LrScheduleOptions schedule) : schedule_(schedule) {}
+  explicit ScheduledMlp(LrScheduleOptions schedule, double weight_decay = 0.05)
+      : schedule_(schedule), weight_decay_(weight_decay) {}
   absl::StatusOr<lightning::OptimizerConfig> ConfigureOptimizersAndSchedule() override {
     lightning::AdamWOptions adamw;
     adamw.lr = 0.02;
-    adamw.weight_decay = 0.05;
+    adamw.weight_decay = weight_decay_;
     auto optimizer = lightning::AdamW::Create(lightning::TrainablesOf(*this), adamw);
     if (!optimizer.ok()) return optimizer.status();
     auto schedule = LrSchedule::Create(schedule_);
@@ -52,6 +54,7 @@ class ScheduledMlp : public simulate::EmbeddingMlp {
 
  private:
   LrScheduleOptions schedule_;
+  double weight_decay_;
 };
 
 LrScheduleOptions WarmupCosine(int64_t warmup) {
@@ -69,8 +72,8 @@ struct Trained {
 };
 
 absl::StatusOr<Trained> Train(RankContext& ctx, LrScheduleOptions schedule, int64_t max_steps, const std::string& dir,
-                          lightning::TrainerOptions options = {}) {
-  ScheduledMlp module(schedule);
+                          lightning::TrainerOptions options = {}, double weight_decay = 0.05) {
+  ScheduledMlp module(schedule, weight_decay);
   options.max_steps = max_steps;
   options.seed = kSeed;
   options.checkpoint_dir = dir;
@@ -151,22 +154,27 @@ TEST(TrainerScheduleTest, ResumeAtAnotherWorldSizeContinuesTheSameLearningRates)
     const std::string dir = FreshDir(absl::StrCat("schedule_", before, "_", after));
     auto part = first.Run([&](RankContext& ctx) { return Train(ctx, schedule, 5, dir); });
     ASSERT_TRUE(part.ok()) << part.status();
-    // The checkpoint of step 5 holds the schedule's state and AdamW's, the table's sharded.
+    // The checkpoint of step 5 holds the schedule's state (values) and AdamW's, the table's sharded.
     sharded::StateDict saved;
-    const at::Tensor last_step = at::zeros({1}, at::kLong), base_lr = at::zeros({1}, at::kDouble);
-    ASSERT_TRUE(saved.Insert("lr_scheduler.last_step", last_step).ok());
-    ASSERT_TRUE(saved.Insert("lr_scheduler.base_lr", base_lr).ok());
     std::vector<std::string> others;
     ASSERT_TRUE(first.Run([&](RankContext& ctx) -> absl::Status {
+      sharded::StateDict mine;  // each rank its own (a load sets the values)
+      for (const char* key : {"lr_scheduler.last_step", "lr_scheduler.base_lr", "trainer.step"}) {
+        SL_RETURN_IF_ERROR(mine.InsertValue(key, sharded::PlainValue()));
+      }
       sharded::checkpoint::LoadOptions load;
       load.strict = false;
       sharded::checkpoint::LoadStats stats;
-      SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(saved, dir, *ctx.pg, load, &stats));
-      if (ctx.rank == 0) others = stats.unexpected_keys;
+      SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(mine, dir, *ctx.pg, load, &stats));
+      if (ctx.rank == 0) {
+        others = stats.unexpected_keys;
+        saved = mine;
+      }
       return absl::OkStatus();
     }).ok());
-    EXPECT_EQ(last_step[0].item<int64_t>(), 5);
-    EXPECT_EQ(base_lr[0].item<double>(), 0.02);
+    EXPECT_EQ(*saved.FindValue("lr_scheduler.last_step"), sharded::PlainValue::Int(5));
+    EXPECT_EQ(*saved.FindValue("lr_scheduler.base_lr"), sharded::PlainValue::Float(0.02));
+    EXPECT_EQ(*saved.FindValue("trainer.step"), sharded::PlainValue::Int(5));
     EXPECT_THAT(others, ::testing::IsSupersetOf({std::string("optimizer.table.exp_avg"),
                                                 std::string("optimizer.table.exp_avg_sq"),
                                                 std::string("optimizer.step")}));
@@ -182,6 +190,89 @@ TEST(TrainerScheduleTest, ResumeAtAnotherWorldSizeContinuesTheSameLearningRates)
       EXPECT_NEAR(r.losses[i], s.losses[5 + i], 1e-5 * std::abs(s.losses[5 + i]))
           << "loss of step " << 5 + i << " W=" << before << "->" << after;
     }
+  }
+}
+
+// The step, the schedule's state and AdamW's hyper-parameters are values in
+// the checkpoint (not tensors); a resume with other hyper-parameters says so.
+TEST(TrainerScheduleTest, StepScheduleAndHyperParametersAreValues) {
+  LrScheduleOptions schedule = WarmupCosine(4);
+  schedule.total_steps = 12;
+  SimulatedCluster cluster(2);
+  const std::string dir = FreshDir("schedule_values");
+  ASSERT_TRUE(cluster.Run([&](RankContext& ctx) { return Train(ctx, schedule, 5, dir); }).ok());
+  auto reader = sharded::checkpoint::CheckpointReader::Open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const sharded::checkpoint::CheckpointIndex& index = reader->index();
+  for (const char* key : {"trainer.step", "lr_scheduler.last_step", "lr_scheduler.base_lr"}) {
+    EXPECT_EQ(index.Find(key), nullptr) << key << " is a tensor";
+  }
+  ASSERT_NE(index.FindValue("trainer.step"), nullptr);
+  EXPECT_EQ(index.FindValue("trainer.step")->value, sharded::PlainValue::Int(5));
+  EXPECT_EQ(index.FindValue("lr_scheduler.last_step")->value, sharded::PlainValue::Int(5));
+  EXPECT_EQ(index.FindValue("lr_scheduler.base_lr")->value, sharded::PlainValue::Float(0.02));
+  ASSERT_NE(index.FindValue("optimizer.hyper_parameters"), nullptr);
+  const sharded::PlainValue* hyper = &index.FindValue("optimizer.hyper_parameters")->value;
+  ASSERT_NE(hyper->Find("lr"), nullptr);
+  EXPECT_GT(hyper->Find("lr")->real(), 0);  // the scheduled rate at step 5
+  EXPECT_LE(hyper->Find("lr")->real(), 0.02);
+  EXPECT_THAT(hyper->Repr(), HasSubstr("'betas': (0.9, 0.999), 'eps': 1e-08, 'weight_decay': 0.05}"));
+  // Resumed with another weight decay: said on rank 0, and the run goes on.
+  ::testing::internal::CaptureStdout();
+  auto resumed = cluster.Run([&](RankContext& ctx) { return Train(ctx, schedule, 7, dir, {}, 0.1); });
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ((*resumed)[0].start_step, 5);
+  EXPECT_THAT(out, HasSubstr("the optimizer's hyper-parameters differ from those saved in " + dir +
+                             " (weight_decay 0.05 saved, 0.1 now): this run's are used"));
+}
+
+// A checkpoint an earlier release wrote: the step and the schedule's state
+// as one-element tensors (trainer.step and lr_scheduler.last_step int64 [1],
+// lr_scheduler.base_lr float64 [1]), no values. It still resumes, with the
+// uninterrupted run's learning rates and losses.
+TEST(TrainerScheduleTest, ACheckpointOfAnEarlierReleaseStillResumes) {
+  LrScheduleOptions schedule = WarmupCosine(4);
+  schedule.total_steps = 12;
+  SimulatedCluster cluster(2);
+  auto straight = cluster.Run([&](RankContext& ctx) { return Train(ctx, schedule, 12, ""); });
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  const std::string now = FreshDir("schedule_now"), old = FreshDir("schedule_earlier");
+  ASSERT_TRUE(cluster.Run([&](RankContext& ctx) { return Train(ctx, schedule, 5, now); }).ok());
+  auto reader = sharded::checkpoint::CheckpointReader::Open(now);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const sharded::checkpoint::CheckpointIndex index = reader->index();
+  ASSERT_TRUE(cluster.Run([&](RankContext& ctx) -> absl::Status {
+    sharded::StateDict all;  // every entry, dense
+    for (const auto& t : index.tensors) {
+      SL_RETURN_IF_ERROR(all.Insert(t.key, at::empty(t.shape, at::TensorOptions().dtype(t.dtype))));
+    }
+    for (const auto& v : index.values) SL_RETURN_IF_ERROR(all.InsertValue(v.key, sharded::PlainValue()));
+    SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(all, now, *ctx.pg));
+    sharded::StateDict earlier;
+    for (const auto& [key, value] : all.entries()) SL_RETURN_IF_ERROR(earlier.Insert(key, value));
+    const auto integer = [&](const char* key) { return at::full({1}, all.FindValue(key)->integer(), at::kLong); };
+    SL_RETURN_IF_ERROR(earlier.Insert("trainer.step", integer("trainer.step")));
+    SL_RETURN_IF_ERROR(earlier.Insert("lr_scheduler.last_step", integer("lr_scheduler.last_step")));
+    SL_RETURN_IF_ERROR(earlier.Insert("lr_scheduler.base_lr",
+                                      at::full({1}, all.FindValue("lr_scheduler.base_lr")->real(), at::kDouble)));
+    sharded::checkpoint::SaveOptions save;
+    save.run = index.run;  // the same run
+    return sharded::checkpoint::SaveCheckpoint(earlier, old, *ctx.pg, save);
+  }).ok());
+  auto earlier = sharded::checkpoint::CheckpointReader::Open(old);
+  ASSERT_TRUE(earlier.ok()) << earlier.status();
+  ASSERT_TRUE(earlier->index().values.empty());
+  ASSERT_NE(earlier->index().Find("trainer.step"), nullptr);
+  auto resumed = cluster.Run([&](RankContext& ctx) { return Train(ctx, schedule, 12, old); });
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  const Trained& s = (*straight)[0];
+  const Trained& r = (*resumed)[0];
+  ASSERT_EQ(r.start_step, 5);
+  ASSERT_EQ(r.lrs.size(), 7u);
+  for (size_t i = 0; i < r.lrs.size(); ++i) {
+    EXPECT_EQ(r.lrs[i], s.lrs[5 + i]) << "lr of step " << 5 + i;
+    EXPECT_NEAR(r.losses[i], s.losses[5 + i], 1e-5 * std::abs(s.losses[5 + i])) << "loss of step " << 5 + i;
   }
 }
 

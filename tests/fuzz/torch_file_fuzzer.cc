@@ -26,6 +26,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // reader and the tensor checks (CRC failures are tested in zip_reader_test).
   auto file = TorchFile::Open(storage, "/m/in.pt", /*check_crc=*/false);
   if (!file.ok()) return 0;
+  // What `ckpt import` selects (values carried, nesting recorded) must never
+  // fail but with a status, and each value it carries must be valid.
+  SelectOptions carry;
+  carry.carry_values = true;
+  auto carried = SelectEntries((*file)->graph(), carry);
+  if (carried.ok()) {
+    for (const SelectedValue& v : carried->values) FUZZ_CHECK(v.value.Validate().ok());
+    if (carried->structure) FUZZ_CHECK(carried->structure->Validate().ok());
+  }
   auto selection = SelectEntries((*file)->graph(), {});
   if (!selection.ok()) return 0;
   for (const SelectedTensor& t : selection->tensors) {

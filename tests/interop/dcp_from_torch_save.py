@@ -1,7 +1,8 @@
 """One rank of a real torch.distributed.checkpoint save (torchrun, Gloo,
 CPU) of the tensors of a torch.save file, as DTensors sharded by rows over
 a 1-D mesh (0-d and 1-element tensors plain), without the keys under
---drop prefixes, with an int "step" entry instead of a "trainer.step" tensor.
+--drop prefixes, with an int "step" entry instead of "trainer.step"; its other
+non-tensor entries as they are.
   dcp_from_torch_save.py IN.pt OUT_DIR STEP [DROP_PREFIX...]"""
 import sys
 
@@ -20,6 +21,9 @@ def main():
     sd = {}
     for k, v in torch.load(src, weights_only=True).items():
         if k == "trainer.step" or (drop and k.startswith(drop)):
+            continue
+        if not isinstance(v, torch.Tensor):  # a value the Trainer saves (its optimizer's hyper-parameters)
+            sd[k] = v
             continue
         sd[k] = distribute_tensor(v, mesh, [Shard(0)]) if v.dim() >= 1 and v.numel() > 1 else v
     sd["step"] = step

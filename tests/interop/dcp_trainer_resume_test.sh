@@ -9,6 +9,19 @@ source "$(dirname "$0")/dcp_lib.sh" "$4" dcpt || { echo "FAIL: cannot source dcp
 digest() { sed -n 's/^train: final state digest \([0-9a-f]*\)$/\1/p' <<<"$1" | tail -1; }
 "$train" --launcher=single --steps=3 --checkpoint_dir="$tmp/own" >/dev/null || fail "train to step 3"
 "$ckpt" export "$tmp/own" "$tmp/own.pt" >/dev/null || fail "export"
+# The Trainer's step and optimizer hyper-parameters are values: a DCP export
+# hands them to torch as an int and a dict (not tensors).
+"$ckpt" --format=dcp --world_size=2 export "$tmp/own" "$tmp/own_dcp" >/dev/null || fail "export --format=dcp"
+"$LIBTORCH_PYTHON" - "$tmp/own_dcp" "$tmp/own_dcp.pt" <<'PY' || fail "the DCP export's trainer.step is not the int 3"
+import sys, torch
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+dcp_to_torch_save(sys.argv[1], sys.argv[2])
+sd = torch.load(sys.argv[2], weights_only=True)
+step, hyper = sd["trainer.step"], sd["optimizer.hyper_parameters"]
+assert type(step) is int and step == 3, repr(step)
+assert isinstance(hyper, dict) and type(hyper["lr"]) is float, repr(hyper)
+print("dcp export: trainer.step", step, "optimizer.hyper_parameters", hyper)
+PY
 cp -r "$tmp/own" "$tmp/own_copy"
 want=$("$train" --launcher=single --steps=5 --checkpoint_dir="$tmp/own_copy") || fail "resume of its own checkpoint: $want"
 for variant in with_optimizer weights_only; do

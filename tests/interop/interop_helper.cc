@@ -143,7 +143,7 @@ int Resume(const std::string& imported, const std::string& train_dir, const std:
   }
   simulate::SimulatedCluster cluster(3);
   absl::Status s = cluster.Run([&](simulate::RankContext& ctx) -> absl::Status {
-    // The imported weights (and step) are the ones Python wrote.
+    // The imported weights are the ones Python wrote.
     {
       simulate::EmbeddingMlp module;
       SL_RETURN_IF_ERROR(module.ConfigureShardedModel({ctx.pg, ctx.rank, 3, /*seed=*/1}));
@@ -154,9 +154,11 @@ int Resume(const std::string& imported, const std::string& train_dir, const std:
       if (!all.ok()) return all.status();
       sharded::StateDict from_import;  // shares storage with `all`
       for (const auto& [key, value] : all->entries()) {
-        if (key.rfind("model.", 0) == 0 || key == "trainer.step") SL_RETURN_IF_ERROR(from_import.Insert(key, value));
+        if (key.rfind("model.", 0) == 0) SL_RETURN_IF_ERROR(from_import.Insert(key, value));
       }
-      SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(from_import, imported, *ctx.pg));
+      sharded::checkpoint::LoadOptions weights;  // the import also carries Lightning's other entries
+      weights.key_prefixes = {"model."};
+      SL_RETURN_IF_ERROR(sharded::checkpoint::LoadCheckpoint(from_import, imported, *ctx.pg, weights));
       for (const Expected& e : *expected) {
         auto full = Full(*from_import.Find(e.key));
         if (!full.ok()) return full.status();

@@ -48,8 +48,8 @@ ABSL_FLAG(int, world_size, 1, "import, reshard, export --format=dcp: ranks the c
 ABSL_FLAG(std::vector<std::string>, shard, {}, "import, reshard, export --format=dcp: KEY=DIM[,KEY=DIM...]: chunk KEY along DIM over the ranks");
 ABSL_FLAG(std::string, layout, "", "import, reshard: a file of KEY=DIM lines ('#' comments), as --shard");
 ABSL_FLAG(std::string, prefix, "", "import: prepended to every key; export: only keys under it, without it");
-ABSL_FLAG(bool, optimizer_states, false, "import (Lightning): also import optimizer_states");
-ABSL_FLAG(bool, global_step, false, "import (Lightning): also import global_step as a [1] I64 tensor");
+ABSL_FLAG(bool, optimizer_states, false, "import (Lightning): accepted and unneeded: import carries every entry (optimizer_states among them)");
+ABSL_FLAG(bool, global_step, false, "import (Lightning): also write global_step as an int value at --global_step_key");
 ABSL_FLAG(std::string, global_step_key, "global_step", "import: the key global_step goes to (trainer.step for the Trainer)");
 ABSL_FLAG(bool, abort, false, "uploads: abort each unfinished upload listed");
 ABSL_FLAG(bool, lightning, false, "export: a Lightning .ckpt {state_dict, global_step, ...} Lightning 2.x resumes from (step from trainer.step or global_step)");

@@ -14,6 +14,7 @@
 #include "sharded/checkpoint/format/names.h"
 #include "sharded/checkpoint/interop/dcp/dcp_offline_writer.h"
 #include "sharded/checkpoint/interop/open_checkpoint.h"
+#include "sharded/checkpoint/interop/pytorch/torch_file.h"
 #include "sharded/checkpoint/interop/pytorch/torch_import.h"
 #include "sharded/shard_metadata.h"
 #include "tools/ckpt/ckpt_commands.h"
@@ -81,8 +82,7 @@ int ExportDcp(const std::string& in, const std::string& out_dir, const DcpExport
       err << "ckpt: export failed: " << report.status().message() << "\n";
       return 1;
     }
-    for (const std::string& s : report->skipped) out << "skipped  " << s << "\n";
-    for (const std::string& s : report->not_stored) out << "not stored (not a tensor)  " << s << "\n";
+    for (const std::string& s : report->not_carried) out << "not carried  " << s << "\n";
     source = scratch.dir;
   }
   auto reader = cp::OpenCheckpointForRead(source);
@@ -126,7 +126,8 @@ int ExportDcp(const std::string& in, const std::string& out_dir, const DcpExport
   for (const cp::IndexValue& v : rd.index().values) {
     if (!s.ok()) break;
     const std::optional<std::string> name = OutputKey(v.key, options);
-    if (!name) continue;
+    // The nesting a torch.save import recorded: DCP keys are flat.
+    if (!name || v.key == cp::pytorch::kStructureKey) continue;
     ++values;
     s = writer.AddValue(*name, v.value);
   }

@@ -23,6 +23,7 @@ namespace shardlight::sharded::checkpoint {
 // training tensors' bytes.
 struct AsyncCheckpointer::WriteJob {
   std::vector<StateDict::Entry> entries;  // moved into `structure` by Plan
+  std::vector<StateDict::ValueEntry> values;  // the values (a step, a schedule): copied, moved likewise
   std::vector<at::Tensor> staged;         // TensorsToWrite, as the snapshot staged them
   absl::Status step_ok;
   // This rank's packed snapshot, for the next save's Reserve: set by the
@@ -75,6 +76,10 @@ void AsyncCheckpointer::WriteJob::Plan(int rank, int world) {
       SL_RETURN_IF_ERROR(structure.Insert(std::move(entry.first), std::move(entry.second)));
     }
     entries.clear();
+    for (StateDict::ValueEntry& value : values) {
+      SL_RETURN_IF_ERROR(structure.InsertValue(std::move(value.first), std::move(value.second)));
+    }
+    values.clear();
     SL_RETURN_IF_ERROR(step_ok);
     return WriterPlan(structure, staged, rank, world);
   });
@@ -181,6 +186,7 @@ absl::StatusOr<std::shared_ptr<AsyncSaveHandle>> AsyncCheckpointer::Save(const S
   // The training thread's part: copy the structure, stage the bytes. The
   // plan (checks, the fingerprint the ranks agree on) is the writer's.
   job->entries = state_dict.entries();
+  job->values = state_dict.values();
   if (step < 0) job->step_ok = absl::InvalidArgumentError(absl::StrCat("step ", step, " is negative"));
   absl::Status staged = NoThrow([&]() -> absl::Status {
     job->staged = TensorsToWrite(job->entries, rank);

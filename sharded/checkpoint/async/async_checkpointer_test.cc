@@ -156,6 +156,26 @@ INSTANTIATE_TEST_SUITE_P(WorldsAndBudgets, AsyncValuesTest,
                            return absl::StrCat("W", info.param.world, "_budget", info.param.budget >> 10, "KiB");
                          });
 
+// The state dict's values (a step, a schedule's state) are saved too, as
+// they were at the save's step.
+TEST(AsyncCheckpointer, PlainValuesAreSavedAsOfTheSaveStep) {
+  const std::string dir = testing::FreshDir("async_plain_values");
+  SimulatedCluster cluster(2, testing::Options());
+  ASSERT_TRUE(cluster.Run([&](RankContext& ctx) -> absl::Status {
+    SL_ASSIGN_OR_RETURN(auto checkpointer, MakeCheckpointer(ctx, dir, AsyncCheckpointOptions()));
+    SL_ASSIGN_OR_RETURN(StateDict state, MakeState(Layout(ctx.world_size), 1, ctx.pg));
+    SL_RETURN_IF_ERROR(state.InsertValue("trainer.step", PlainValue::Int(7)));
+    SL_ASSIGN_OR_RETURN(auto handle, checkpointer->Save(state, 7));
+    state.SetValue("trainer.step", PlainValue::Int(8));  // training goes on
+    return handle->Wait();
+  }).ok());
+  auto reader = CheckpointReader::Open(dir);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  const IndexValue* step = reader->index().FindValue("trainer.step");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->value, PlainValue::Int(7));
+}
+
 // Every rank's data file, by rank, byte for byte.
 std::vector<std::string> DataFiles(const std::string& dir) {
   auto reader = CheckpointReader::Open(dir, PosixStorage());

@@ -191,6 +191,26 @@ TEST(SelectEntries, LightningSkipsWhatItDoesNotImport) {
   EXPECT_THAT(s->not_stored, ::testing::ElementsAre("layer.n: int"));
   options.optimizer_states = true;
   EXPECT_THAT(SelectEntries(*g, options).status().message(), HasSubstr("no optimizer_states"));
+
+  // What `ckpt import` selects: every plain entry a value, the class listed,
+  // the nesting recorded (state_dict's keys under the prefix).
+  SelectOptions carry;
+  carry.carry_values = true;
+  carry.key_prefix = "model.";
+  auto c = SelectEntries(*g, carry);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->tensors.size(), 1u);
+  EXPECT_EQ(c->tensors[0].key, "model.layer.w");
+  EXPECT_EQ(c->tensors[0].prefix_bytes, 6u);
+  std::vector<std::string> values;
+  for (const SelectedValue& v : c->values) values.push_back(v.key + "=" + v.value.Repr());
+  EXPECT_THAT(values, ::testing::ElementsAre("epoch=3", "global_step=42", "model.layer.n=7"));
+  EXPECT_THAT(c->not_carried,
+              ::testing::ElementsAre("hyper_parameters: pytorch_lightning.utilities.parsing.AttributeDict"));
+  ASSERT_TRUE(c->structure.has_value());
+  EXPECT_EQ(c->structure->Repr(),
+            "{'version': 1, 'lightning': True, 'prefix': 'model.', 'tree': {'epoch': None, 'global_step': None, "
+            "'state_dict': {'layer.w': None, 'layer.n': None}}}");
 }
 
 TEST(SelectEntries, RefusesClassesInsideImportedEntries) {

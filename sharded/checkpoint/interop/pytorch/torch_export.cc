@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "sharded/checkpoint/format/checkpoint_reader.h"
 #include "sharded/checkpoint/interop/open_checkpoint.h"
+#include "sharded/checkpoint/interop/pytorch/torch_file.h"
 #include "sharded/checkpoint/format/entry_reader.h"
 #include "sharded/checkpoint/format/names.h"
 #include "sharded/checkpoint/storage/posix_file.h"
@@ -278,17 +280,158 @@ void WriteLightningResumeKeys(TorchPickleWriter& pickle, int64_t global_step) {
   pickle.EmptyList();
 }
 
+// Tensor `t` as storage record data/<storage>, whole and contiguous.
+absl::Status WriteTensor(TorchPickleWriter& pickle, const IndexTensor& t, size_t storage) {
+  std::vector<int64_t> strides(t.shape.size(), 1);
+  int64_t numel = 1;
+  for (size_t d = t.shape.size(); d-- > 0;) {
+    strides[d] = numel;
+    numel *= t.shape[d];
+  }
+  if (!pickle.Tensor(t.dtype, std::to_string(storage), numel, 0, t.shape, strides)) {
+    return absl::InvalidArgumentError(absl::StrCat("key ", Quote(t.key), ": dtype ", c10::toString(t.dtype),
+                                                   " has no torch storage class"));
+  }
+  return absl::OkStatus();
+}
+
+// The nesting an import recorded (torch_file.h, kStructureKey), rebuilt:
+// each entry from the tensor or value under its dotted key; the
+// checkpoint's entries the record does not name (added after the import)
+// at the end of the top-level dict.
+class NestingWriter {
+ public:
+  NestingWriter(const CheckpointIndex& index, TorchPickleWriter& pickle, std::vector<Item>* items)
+      : index_(index), pickle_(pickle), items_(items) {}
+
+  absl::Status Root(const PlainValue& record) {
+    const PlainValue* tree = record.Find("tree");
+    const PlainValue* prefix = record.Find("prefix");
+    const PlainValue* lightning = record.Find("lightning");
+    if (tree == nullptr || tree->kind() != PlainValue::Kind::kDict || prefix == nullptr ||
+        prefix->kind() != PlainValue::Kind::kStr || lightning == nullptr ||
+        lightning->kind() != PlainValue::Kind::kBool) {
+      return Bad("is not {'version': 1, 'lightning': bool, 'prefix': str, 'tree': dict}");
+    }
+    pickle_.EmptyDict();
+    pickle_.Mark();
+    const std::vector<PlainValue>& items = tree->items();
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      SL_ASSIGN_OR_RETURN(const std::string part, Part(items[i]));
+      pickle_.Value(items[i]);
+      if (lightning->boolean()) {
+        const bool state_dict = part == "state_dict";
+        SL_RETURN_IF_ERROR(Node(items[i + 1], state_dict ? "" : part, state_dict ? prefix->text() : "", 0));
+      } else {
+        SL_RETURN_IF_ERROR(Node(items[i + 1], part, prefix->text(), 0));
+      }
+    }
+    for (const IndexTensor& t : index_.tensors) {
+      if (used_.count(t.key) == 0) SL_RETURN_IF_ERROR(Entry(t.key));
+    }
+    for (const IndexValue& v : index_.values) {
+      if (used_.count(v.key) == 0 && v.key != kStructureKey) SL_RETURN_IF_ERROR(Entry(v.key));
+    }
+    pickle_.SetItems();
+    return absl::OkStatus();
+  }
+
+  int64_t values() const { return values_; }
+
+ private:
+  absl::Status Bad(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat("the checkpoint's ", kStructureKey, " (the nesting its import ",
+                                                   "recorded) ", what));
+  }
+
+  absl::StatusOr<std::string> Part(const PlainValue& key) const {
+    if (key.kind() == PlainValue::Kind::kStr) return key.text();
+    if (key.kind() == PlainValue::Kind::kInt) return std::to_string(key.integer());
+    return Bad("has a dict key " + key.Repr() + " (only str and int)");
+  }
+
+  // A top-level entry the record does not name: key -> its tensor or value.
+  absl::Status Entry(const std::string& key) {
+    pickle_.String(key);
+    return Leaf(key);
+  }
+
+  absl::Status Leaf(const std::string& key) {
+    if (!used_.insert(key).second) return Bad("names key " + Quote(key) + " twice");
+    if (const IndexTensor* t = index_.Find(key)) {
+      items_->push_back({t, key});
+      return WriteTensor(pickle_, *t, items_->size() - 1);
+    }
+    if (const IndexValue* v = index_.FindValue(key)) {
+      pickle_.Value(v->value);
+      ++values_;
+      return absl::OkStatus();
+    }
+    return Bad("names key " + Quote(key) + ", which the checkpoint does not hold (export with --prefix for a flat dict)");
+  }
+
+  absl::Status Node(const PlainValue& node, const std::string& path, const std::string& prefix, int depth) {
+    if (depth > kMaxPlainValueDepth) return Bad("is nested too deep");
+    const auto join = [&](const std::string& part) { return path.empty() ? part : path + "." + part; };
+    const std::vector<PlainValue>& items = node.items();
+    switch (node.kind()) {
+      case PlainValue::Kind::kNone:
+        return Leaf(prefix + path);
+      case PlainValue::Kind::kBool:  // an entry the import did not carry: its place in a list
+        pickle_.None();
+        return absl::OkStatus();
+      case PlainValue::Kind::kList:
+      case PlainValue::Kind::kTuple:
+        if (node.kind() == PlainValue::Kind::kList) pickle_.EmptyList();
+        pickle_.Mark();
+        for (size_t i = 0; i < items.size(); ++i) SL_RETURN_IF_ERROR(Node(items[i], join(std::to_string(i)), prefix, depth + 1));
+        if (node.kind() == PlainValue::Kind::kList) {
+          pickle_.Appends();
+        } else {
+          pickle_.Tuple();
+        }
+        return absl::OkStatus();
+      case PlainValue::Kind::kDict:
+        pickle_.EmptyDict();
+        pickle_.Mark();
+        for (size_t i = 0; i + 1 < items.size(); i += 2) {
+          SL_ASSIGN_OR_RETURN(const std::string part, Part(items[i]));
+          pickle_.Value(items[i]);
+          SL_RETURN_IF_ERROR(Node(items[i + 1], join(part), prefix, depth + 1));
+        }
+        pickle_.SetItems();
+        return absl::OkStatus();
+      default:
+        return Bad(absl::StrCat("holds a ", PlainKindName(node.kind()), " at ", Quote(path)));
+    }
+  }
+
+  const CheckpointIndex& index_;
+  TorchPickleWriter& pickle_;
+  std::vector<Item>* items_;
+  std::set<std::string> used_;
+  int64_t values_ = 0;
+};
+
 }  // namespace
 
-absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::string& out_path,
+absl::StatusOr<ExportReport> ExportTorchFile(
+const std::string& dir, const std::string& out_path,
                                              const ExportOptions& options) {
   SL_ASSIGN_OR_RETURN(auto reader, OpenCheckpointForRead(dir));
   SL_RETURN_IF_ERROR(reader.CheckEveryFile());
   const CheckpointIndex& index = reader.index();
   ExportReport report;
   const IndexTensor* step = nullptr;
+  std::string step_value;  // the key of an int value that gave the step
   if (options.lightning) {
     for (const std::string& key : options.global_step_keys) {
+      const IndexValue* v = index.FindValue(key);
+      if (v != nullptr && v->value.kind() == PlainValue::Kind::kInt) {
+        report.global_step = v->value.integer();
+        step_value = key;
+        break;
+      }
       if ((step = index.Find(key)) != nullptr) break;
     }
     if (step != nullptr) {
@@ -303,64 +446,64 @@ absl::StatusOr<ExportReport> ExportTorchFile(const std::string& dir, const std::
     }
   }
   std::vector<Item> items;
-  for (const IndexTensor& t : index.tensors) {
-    if (&t == step || t.key.compare(0, options.prefix.size(), options.prefix) != 0) continue;
-    if (t.key.size() == options.prefix.size()) continue;
-    items.push_back({&t, t.key.substr(options.prefix.size())});
-  }
   TorchPickleWriter pickle;
-  if (options.lightning) {
+  const IndexValue* nesting = index.FindValue(kStructureKey);
+  if (!options.lightning && options.prefix.empty() && nesting != nullptr) {
+    // An import's file: its nesting as the import recorded it.
+    NestingWriter writer(index, pickle, &items);
+    SL_RETURN_IF_ERROR(writer.Root(nesting->value));
+    report.values = writer.values();
+    report.rebuilt = true;
+  } else {
+    for (const IndexTensor& t : index.tensors) {
+      if (&t == step || t.key.compare(0, options.prefix.size(), options.prefix) != 0) continue;
+      if (t.key.size() == options.prefix.size()) continue;
+      items.push_back({&t, t.key.substr(options.prefix.size())});
+    }
+    if (options.lightning) {
+      pickle.EmptyDict();
+      pickle.Mark();
+      pickle.String("state_dict");
+    }
     pickle.EmptyDict();
     pickle.Mark();
-    pickle.String("state_dict");
-  }
-  pickle.EmptyDict();
-  pickle.Mark();
-  for (size_t i = 0; i < items.size(); ++i) {
-    const IndexTensor& t = *items[i].tensor;
-    std::vector<int64_t> strides(t.shape.size(), 1);
-    int64_t numel = 1;
-    for (size_t d = t.shape.size(); d-- > 0;) {
-      strides[d] = numel;
-      numel *= t.shape[d];
+    for (size_t i = 0; i < items.size(); ++i) {
+      pickle.String(items[i].name);
+      SL_RETURN_IF_ERROR(WriteTensor(pickle, *items[i].tensor, i));
     }
-    pickle.String(items[i].name);
-    if (!pickle.Tensor(t.dtype, std::to_string(i), numel, 0, t.shape, strides)) {
-      return absl::InvalidArgumentError(absl::StrCat("key ", Quote(t.key), ": dtype ", c10::toString(t.dtype),
-                                                     " has no torch storage class"));
+    // The non-tensor values (a step, a scheduler's state, ...): beside the
+    // tensors; in Lightning's layout at the top level (its module state_dict
+    // holds tensors only), except under the names the layout itself uses.
+    std::vector<const IndexValue*> values;
+    for (const IndexValue& v : index.values) {
+      if (v.key.size() <= options.prefix.size() || v.key.compare(0, options.prefix.size(), options.prefix) != 0) continue;
+      if (v.key == step_value || v.key == kStructureKey) continue;
+      const std::string name = v.key.substr(options.prefix.size());
+      if (options.lightning && (name == "state_dict" || name == "global_step" || name == "pytorch-lightning_version" ||
+                                name == "loops" || name == "optimizer_states" || name == "lr_schedulers")) {
+        report.values_not_exported.push_back(v.key);
+        continue;
+      }
+      values.push_back(&v);
     }
-  }
-  // The non-tensor values (a step, a scheduler's state, ...): beside the
-  // tensors; in Lightning's layout at the top level (its module state_dict
-  // holds tensors only), except under the names the layout itself uses.
-  std::vector<const IndexValue*> values;
-  for (const IndexValue& v : index.values) {
-    if (v.key.size() <= options.prefix.size() || v.key.compare(0, options.prefix.size(), options.prefix) != 0) continue;
-    const std::string name = v.key.substr(options.prefix.size());
-    if (options.lightning && (name == "state_dict" || name == "global_step" || name == "pytorch-lightning_version" ||
-                              name == "loops" || name == "optimizer_states" || name == "lr_schedulers")) {
-      report.values_not_exported.push_back(v.key);
-      continue;
-    }
-    values.push_back(&v);
-  }
-  auto write_values = [&] {
-    for (const IndexValue* v : values) {
-      pickle.String(v->key.substr(options.prefix.size()));
-      pickle.Value(v->value);
-    }
-  };
-  if (!options.lightning) write_values();
-  pickle.SetItems();
-  if (options.lightning) {
-    const int64_t global_step = report.global_step.value_or(0);
-    pickle.String("global_step");
-    pickle.Int(global_step);
-    WriteLightningResumeKeys(pickle, global_step);
-    write_values();
+    auto write_values = [&] {
+      for (const IndexValue* v : values) {
+        pickle.String(v->key.substr(options.prefix.size()));
+        pickle.Value(v->value);
+      }
+    };
+    if (!options.lightning) write_values();
     pickle.SetItems();
+    if (options.lightning) {
+      const int64_t global_step = report.global_step.value_or(0);
+      pickle.String("global_step");
+      pickle.Int(global_step);
+      WriteLightningResumeKeys(pickle, global_step);
+      write_values();
+      pickle.SetItems();
+    }
+    report.values = static_cast<int64_t>(values.size());
   }
-  report.values = static_cast<int64_t>(values.size());
   const std::string bytes = pickle.Finish();
   report.tensors = static_cast<int64_t>(items.size());
 

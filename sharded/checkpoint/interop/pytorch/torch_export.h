@@ -7,6 +7,11 @@
 // Trainer.fit(ckpt_path=...) needs to resume from it: "pytorch-lightning_version"
 // "2.0.0", "loops" (the fit loop's optimizer-step and logger-step counters at
 // N) and empty "optimizer_states" and "lr_schedulers" (they start fresh).
+// A checkpoint `ckpt import` made of a torch.save or Lightning file (it holds
+// the import's record of the file's nesting, torch_file.h's kStructureKey)
+// exports without `lightning` and `prefix` as that file was: the same nested
+// dicts, lists and tuples, each entry from its tensor or value, and the
+// checkpoint's entries the record does not name at the end of the top level.
 //
 // Memory: one full tensor at a time (plus the reader's buffer): the zip
 // writer takes each storage record in one piece, so the largest tensor is
@@ -77,9 +82,9 @@ struct ExportOptions {
   // When non-empty, only keys starting with it are exported, without it
   // ("model." turns a Trainer checkpoint into the module's state dict).
   std::string prefix;
-  // Lightning: the first of these keys the checkpoint holds (a one-element
-  // integer tensor) gives "global_step" (0 when none) and is not exported as
-  // a tensor.
+  // Lightning: the first of these keys the checkpoint holds (an int value,
+  // or a one-element integer tensor, as earlier releases of the Trainer saved it)
+  // gives "global_step" (0 when none) and is not exported itself.
   std::vector<std::string> global_step_keys = {"trainer.step", "global_step"};
   int64_t buffer_bytes = int64_t{64} << 20;  // the checkpoint reader's buffer
 };
@@ -91,6 +96,8 @@ struct ExportReport {
   // one of the layout's own keys ("global_step", "state_dict", ...).
   int64_t values = 0;
   std::vector<std::string> values_not_exported;
+  // Whether the nesting an import recorded was written back (see below).
+  bool rebuilt = false;
   int64_t data_bytes = 0;
   std::optional<int64_t> global_step;
 };

@@ -7,10 +7,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "sharded/checkpoint/format/names.h"
+#include "sharded/checkpoint/interop/pytorch/pickle_values.h"
 #include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/status_macros.h"
 
@@ -45,10 +48,11 @@ int64_t VisitLimit(const PickleGraph& g) {
 
 class Walker {
  public:
-  Walker(const PickleGraph& g, Selection* out) : g_(g), out_(out), max_visits_(VisitLimit(g)) {}
+  Walker(const PickleGraph& g, Selection* out, std::string prefix)
+      : g_(g), out_(out), max_visits_(VisitLimit(g)), prefix_(std::move(prefix)) {}
 
-  // A selected entry: tensors collected, allowed scalars noted, others refused.
-  absl::Status Flatten(int id, const std::string& path, int depth) {
+  // The bounds every visited path keeps: visits, depth, key length.
+  absl::Status Check(const std::string& path, int depth) {
     if (++visits_ > max_visits_) {
       return absl::InvalidArgumentError(absl::StrCat("the pickle's structure is too large to import (more than ",
                                                      max_visits_, " paths through its ", g_.size(), " records)"));
@@ -60,10 +64,24 @@ class Walker {
       return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path.substr(0, 64)), "...: a key longer than ",
                                                      kMaxKeyBytes, " bytes"));
     }
+    return absl::OkStatus();
+  }
+
+  // Lists `path` as not carried, saying why; false: its skeleton.
+  PlainValue NotCarried(const std::string& path, absl::string_view why) {
+    if (++out_->not_carried_count <= static_cast<int64_t>(kMaxListed)) {
+      out_->not_carried.push_back(absl::StrCat(path.empty() ? "<root>" : path, ": ", why));
+    }
+    return PlainValue::Bool(false);
+  }
+
+  // A selected entry: tensors collected, allowed scalars noted, others refused.
+  absl::Status Flatten(int id, const std::string& path, int depth) {
+    SL_RETURN_IF_ERROR(Check(path, depth));
     const PickleKind kind = g_.kind(id);
     switch (kind) {
       case PickleKind::kTensor:
-        out_->tensors.push_back({path, id});
+        out_->tensors.push_back({prefix_ + path, id, prefix_.size()});
         return absl::OkStatus();
       case PickleKind::kNone:
       case PickleKind::kBool:
@@ -111,6 +129,128 @@ class Walker {
     }
   }
 
+  // carry_values: the skeleton of node `id` at `path` (see kStructureKey):
+  // tensors and plain subtrees are selected, anything else is listed. A
+  // container at an `expand`ed place (the root, Lightning's state_dict) is
+  // taken apart even when it is plain: its entries are the keys.
+  absl::StatusOr<PlainValue> Carry(int id, const std::string& path, const std::string& prefix, int depth,
+                                   bool expand) {
+    SL_RETURN_IF_ERROR(Check(path, depth));
+    const PickleKind kind = g_.kind(id);
+    const bool container = kind == PickleKind::kList || kind == PickleKind::kTuple || kind == PickleKind::kDict;
+    if (kind == PickleKind::kTensor || (!expand && Plain(id, 0))) {
+      const std::string key = prefix + path;
+      if (absl::Status s = ValidateKey(key); !s.ok()) return NotCarried(path, s.message());
+      if (kind == PickleKind::kTensor) {
+        out_->tensors.push_back({key, id, prefix.size()});
+        return PlainValue::None();
+      }
+      if (size_[static_cast<size_t>(id)] > values_left_) {
+        return NotCarried(path, absl::StrCat("its text takes about ", size_[static_cast<size_t>(id)], " bytes, more than the ",
+                                             values_left_, " left to the checkpoint's values (large state "
+                                             "belongs in a tensor)"));
+      }
+      auto value = PlainValueOf(g_, id);
+      if (!value.ok()) return NotCarried(path, value.status().message());
+      const int64_t bytes = static_cast<int64_t>(value->Repr().size());
+      if (bytes > values_left_) {
+        return NotCarried(path, absl::StrCat("its text takes ", bytes, " bytes, more than the ", values_left_,
+                                             " left to the checkpoint's values (large state belongs in a tensor)"));
+      }
+      values_left_ -= bytes;
+      out_->values.push_back({key, *std::move(value)});
+      return PlainValue::None();
+    }
+    if (kind == PickleKind::kObject && absl::StartsWith(g_.text(id), "a ")) {  // a tensor of a dtype not stored (pickle_reader.cc)
+      return absl::InvalidArgumentError(absl::StrCat("at ", Quote(path), ": refusing ", g_.text(id)));
+    }
+    if (!container) {
+      return NotCarried(path, kind == PickleKind::kObject || kind == PickleKind::kGlobal ? std::string(g_.text(id))
+                                                                                        : PickleKindName(kind));
+    }
+    const absl::Span<const int> items = g_.items(id);
+    std::vector<PlainValue> skeleton;
+    if (kind != PickleKind::kDict) {
+      for (size_t i = 0; i < items.size(); ++i) {
+        SL_ASSIGN_OR_RETURN(PlainValue child, Carry(items[i], Join(path, std::to_string(i)), prefix, depth + 1, false));
+        if (structure_) skeleton.push_back(std::move(child));
+      }
+      return kind == PickleKind::kList ? PlainValue::List(std::move(skeleton)) : PlainValue::Tuple(std::move(skeleton));
+    }
+    for (size_t i = 0; i + 1 < items.size(); i += 2) {
+      const int k = items[i];
+      PlainValue name;
+      std::string part;
+      if (g_.kind(k) == PickleKind::kString) {
+        part = std::string(g_.text(k).substr(0, kMaxKeyBytes + 1));
+        name = PlainValue::Str(part);
+      } else if (g_.kind(k) == PickleKind::kInt) {
+        part = std::to_string(g_.integer(k));
+        name = PlainValue::Int(g_.integer(k));
+      } else {
+        NotCarried(Join(path, absl::StrCat("<", PickleKindName(g_.kind(k)), " key>")),
+                   "a dict key that is no str or int, in a dict that holds tensors");
+        continue;
+      }
+      SL_ASSIGN_OR_RETURN(PlainValue child, Carry(items[i + 1], Join(path, part), prefix, depth + 1, false));
+      if (structure_ && !(child.kind() == PlainValue::Kind::kBool && !child.boolean())) {
+        skeleton.push_back(std::move(name));
+        skeleton.push_back(std::move(child));
+      }
+    }
+    return PlainValue::Dict(std::move(skeleton));
+  }
+
+  // Whether the skeleton is built (not for a flat dict: see kStructureKey).
+  void set_structure(bool on) { structure_ = on; }
+  void set_values_bytes(int64_t n) { values_left_ = n; }
+
+  // Whether node `id` is a plain value (no tensor, storage or class
+  // instance below it), and its text's size estimated in size_[id]: once
+  // per node, however often it is shared.
+  bool Plain(int id, int depth) {
+    if (plain_.empty()) {
+      plain_.assign(static_cast<size_t>(g_.size()), -1);
+      size_.assign(static_cast<size_t>(g_.size()), 0);
+    }
+    int8_t& known = plain_[static_cast<size_t>(id)];
+    if (known >= 0) return known == 1;
+    if (depth > kMaxPlainValueDepth) return false;  // a list that holds itself: listed by PlainValueOf's error
+    int64_t size = 0;
+    bool plain = true;
+    switch (g_.kind(id)) {
+      case PickleKind::kNone:
+      case PickleKind::kBool:
+        size = 5;
+        break;
+      case PickleKind::kInt:
+        size = static_cast<int64_t>(std::to_string(g_.integer(id)).size());
+        break;
+      case PickleKind::kFloat:
+        size = 24;  // the longest repr of a double
+        break;
+      case PickleKind::kString:
+      case PickleKind::kBytes:
+        size = 3 + static_cast<int64_t>(g_.text(id).size());  // escapes make more: the Repr decides (Carry)
+        break;
+      case PickleKind::kList:
+      case PickleKind::kTuple:
+      case PickleKind::kDict:
+        size = 2;
+        known = 0;  // while visiting: a cycle reads as not plain
+        for (int child : g_.items(id)) {
+          plain = Plain(child, depth + 1) && plain;
+          size = std::min<int64_t>(size + size_[static_cast<size_t>(child)] + 2, int64_t{1} << 30);
+        }
+        break;
+      default:
+        plain = false;
+    }
+    size_[static_cast<size_t>(id)] = static_cast<uint32_t>(std::min<int64_t>(size, int64_t{1} << 30));
+    known = plain ? 1 : 0;
+    return plain;
+  }
+
   // An entry that is not imported: the names of the classes it holds.
   void Classes(int id, int depth, std::set<std::string>* names) {
     if (++visits_ > max_visits_ || depth > kMaxDepth) return;
@@ -122,8 +262,61 @@ class Walker {
   const PickleGraph& g_;
   Selection* out_;
   const int64_t max_visits_;
+  const std::string prefix_;  // Flatten's keys
   int64_t visits_ = 0;
+  bool structure_ = false;
+  int64_t values_left_ = 0;
+  std::vector<int8_t> plain_;  // per node: -1 unknown, 0, 1 (Plain)
+  std::vector<uint32_t> size_;  // per plain node: its text's estimated size (at most 2^30)
 };
+
+// carry_values: everything, with the structure record when the file is more
+// than a flat dict of str keys.
+absl::Status CarryAll(const PickleGraph& graph, const SelectOptions& options, Walker& walker, Selection& out) {
+  const int root = graph.root();
+  const absl::Span<const int> root_items = graph.items(root);
+  bool flat = !out.lightning;
+  for (size_t i = 0; flat && i + 1 < root_items.size(); i += 2) {
+    const int v = root_items[i + 1];
+    flat = graph.kind(root_items[i]) == PickleKind::kString &&
+           (graph.kind(v) == PickleKind::kTensor || walker.Plain(v, 0));
+  }
+  walker.set_structure(!flat);
+  walker.set_values_bytes(options.max_values_bytes);
+  PlainValue tree;
+  if (!out.lightning) {
+    SL_ASSIGN_OR_RETURN(tree, walker.Carry(root, "", options.key_prefix, 0, /*expand=*/true));
+  } else {
+    // Every top-level entry: state_dict's keys at key_prefix, the others
+    // under their own names.
+    std::vector<PlainValue> items;
+    for (size_t i = 0; i + 1 < root_items.size(); i += 2) {
+      const int k = root_items[i];
+      if (graph.kind(k) != PickleKind::kString) {
+        walker.NotCarried(absl::StrCat("<", PickleKindName(graph.kind(k)), " key>"), "a top-level key that is no str");
+        continue;
+      }
+      const std::string name(graph.text(k).substr(0, kMaxKeyBytes + 1));
+      const bool state_dict = name == "state_dict";
+      auto child = state_dict ? walker.Carry(root_items[i + 1], "", options.key_prefix, 0, true)
+                              : walker.Carry(root_items[i + 1], name, "", 0, false);
+      if (!child.ok()) {
+        return state_dict ? absl::Status(child.status().code(), absl::StrCat("state_dict: ", child.status().message()))
+                          : child.status();
+      }
+      if (child->kind() == PlainValue::Kind::kBool && !child->boolean()) continue;
+      items.push_back(PlainValue::Str(name));
+      items.push_back(*std::move(child));
+    }
+    tree = PlainValue::Dict(std::move(items));
+  }
+  if (!flat) {
+    out.structure = PlainValue::Dict({PlainValue::Str("version"), PlainValue::Int(1), PlainValue::Str("lightning"),
+                                      PlainValue::Bool(out.lightning), PlainValue::Str("prefix"),
+                                      PlainValue::Str(options.key_prefix), PlainValue::Str("tree"), std::move(tree)});
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -144,7 +337,18 @@ absl::StatusOr<Selection> SelectEntries(const PickleGraph& graph, const SelectOp
   }
   out.lightning = top.count("state_dict") != 0 &&
                   (top.count("global_step") != 0 || top.count("epoch") != 0 || top.count("pytorch-lightning_version") != 0);
-  Walker walker(graph, &out);
+  Walker walker(graph, &out, options.key_prefix);
+  if (options.global_step && out.lightning) {
+    auto it = top.find("global_step");
+    if (it == top.end() || graph.kind(it->second) != PickleKind::kInt) {
+      return absl::InvalidArgumentError("the checkpoint has no integer global_step");
+    }
+    out.global_step = graph.integer(it->second);
+  }
+  if (options.carry_values) {
+    SL_RETURN_IF_ERROR(CarryAll(graph, options, walker, out));  // the walker fills `out`
+    return out;
+  }
   if (!out.lightning) {
     SL_RETURN_IF_ERROR(walker.Flatten(root, "", 0));
     return out;
@@ -157,14 +361,7 @@ absl::StatusOr<Selection> SelectEntries(const PickleGraph& graph, const SelectOp
     selected.insert("optimizer_states");
     SL_RETURN_IF_ERROR(walker.Flatten(top["optimizer_states"], "optimizer_states", 0));
   }
-  if (options.global_step) {
-    auto it = top.find("global_step");
-    if (it == top.end() || graph.kind(it->second) != PickleKind::kInt) {
-      return absl::InvalidArgumentError("the checkpoint has no integer global_step");
-    }
-    selected.insert("global_step");
-    out.global_step = graph.integer(it->second);
-  }
+  if (options.global_step) selected.insert("global_step");
   for (size_t i = 0; i + 1 < root_items.size(); i += 2) {
     const int k = root_items[i];
     const std::string name = graph.kind(k) == PickleKind::kString ? std::string(graph.text(k).substr(0, kMaxKeyBytes))

@@ -16,7 +16,16 @@
 //   top-level entry is skipped, recorded by name and the classes it holds,
 //   never built;
 // - anything else: the whole top-level dict.
-// Inside the selected entries, nested dicts, lists and tuples flatten to
+// With carry_values (what `ckpt import` asks for), every top-level entry of
+// a Lightning checkpoint is selected, and inside the selected entries a
+// subtree without tensors or class instances is one plain value at its
+// dotted key (sharded/plain_value.h: "loops", "optimizer_states.0.param_groups"),
+// tensors are selected as below, and what cannot be carried (a class
+// instance, a storage, a dict key that is no str or int beside tensors, a key
+// the checkpoint format refuses, a value too large for an index) is listed in
+// not_carried by path; `structure` then records the containers that hold
+// tensors (kStructureKey below), so that an export rebuilds the nesting.
+// Without carry_values, inside the selected entries, nested dicts, lists and tuples flatten to
 // dotted keys ("layers.0.weight"); tensors are imported; None, bool, int,
 // float and str are allowed but not stored (a checkpoint holds tensors);
 // anything else (a class instance, bytes, a set) is InvalidArgument naming
@@ -37,17 +46,43 @@
 #include "absl/status/statusor.h"
 #include "sharded/checkpoint/interop/pytorch/pickle_reader.h"
 #include "sharded/checkpoint/interop/pytorch/zip_reader.h"
+#include "sharded/plain_value.h"
 
 namespace shardlight::sharded::checkpoint::pytorch {
 
+// The value key under which an import records the nesting of the file's
+// containers that hold tensors: {'version': 1, 'lightning': bool, 'prefix':
+// str, 'tree': T}. T mirrors the root dict: a dict, list or tuple that holds
+// tensors (or something not carried) is a dict (its original str or int
+// keys), list or tuple of the same; None is an entry stored at its dotted
+// path (prefix + path; in a Lightning file only state_dict's entries take
+// the prefix, at paths from state_dict itself); False an entry that was not
+// carried (a dict leaves it out, a list keeps its place with None). Not
+// recorded for a file that is a flat dict with str keys (the plain export
+// writes that back as it was).
+inline constexpr char kStructureKey[] = "torch_save.structure";
+
 struct SelectOptions {
-  bool optimizer_states = false;  // Lightning: also "optimizer_states"
+  bool optimizer_states = false;  // Lightning: also "optimizer_states" (carry_values: everything is)
   bool global_step = false;       // Lightning: also "global_step" (an int)
+  bool carry_values = false;      // see the top of this file
+  // Prepended to the selected keys (Lightning with carry_values: to
+  // state_dict's only).
+  std::string key_prefix;
+  // carry_values: the most the values' reprs may hold together; a value
+  // that would pass it is not carried.
+  int64_t max_values_bytes = (int64_t{1} << 20) - (int64_t{64} << 10);
 };
 
 struct SelectedTensor {
-  std::string key;  // dotted
+  std::string key;  // dotted, with key_prefix
   int node = -1;    // a kTensor node of the graph
+  size_t prefix_bytes = 0;  // how much of key is key_prefix (the rest is the path in the file)
+};
+
+struct SelectedValue {
+  std::string key;  // dotted, with key_prefix
+  PlainValue value;
 };
 
 struct Selection {
@@ -62,6 +97,13 @@ struct Selection {
   // first 32; not_stored_count counts all).
   std::vector<std::string> not_stored;
   int64_t not_stored_count = 0;
+  // carry_values: the plain values (file order), what was not carried
+  // ("hparams.opt: argparse.Namespace"; the first 32, not_carried_count counts
+  // all), and the structure record (kStructureKey; none for a flat dict).
+  std::vector<SelectedValue> values;
+  std::vector<std::string> not_carried;
+  int64_t not_carried_count = 0;
+  std::optional<PlainValue> structure;
 };
 
 // Pure function of the graph: also what fuzzing and unit tests drive.

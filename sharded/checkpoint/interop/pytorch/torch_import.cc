@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "sharded/checkpoint/format/index.h"
 #include "sharded/checkpoint/format/names.h"
 #include "sharded/checkpoint/storage/posix_file.h"
 #include "sharded/checkpoint/interop/pytorch/torch_file.h"
@@ -34,8 +35,8 @@ struct ToWrite {
   at::Tensor tensor;
 };
 
-absl::Status Write(const std::vector<ToWrite>& tensors, const std::string& dir, const ImportOptions& options,
-                   int64_t* sharded) {
+absl::Status Write(const std::vector<ToWrite>& tensors, const std::vector<SelectedValue>& values,
+                   const std::string& dir, const ImportOptions& options, int64_t* sharded) {
   OfflineCheckpointWriter writer(dir, options.world_size, options.writer);
   for (const auto& [key, source_key, tensor] : tensors) {
     auto dim = options.shard_dims.find(source_key);
@@ -43,6 +44,7 @@ absl::Status Write(const std::vector<ToWrite>& tensors, const std::string& dir, 
                                                        : writer.AddChunked(key, tensor, dim->second));
     if (dim != options.shard_dims.end()) ++*sharded;
   }
+  for (const SelectedValue& v : values) SL_RETURN_IF_ERROR(writer.AddValue(v.key, v.value));
   return writer.Commit();
 }
 
@@ -56,40 +58,56 @@ absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const s
   // Read and check the whole input first.
   SL_ASSIGN_OR_RETURN(auto file, TorchFile::Open(in_path));
   SelectOptions select;
-  select.optimizer_states = options.optimizer_states;
+  select.carry_values = true;
   select.global_step = options.global_step;
+  select.key_prefix = options.key_prefix;
   auto selection = SelectEntries(file->graph(), select);
   if (!selection.ok()) {
     return absl::Status(selection.status().code(), absl::StrCat("'", in_path, "': ", selection.status().message()));
   }
-  if ((options.optimizer_states || options.global_step) && !selection->lightning) {
+  if (options.global_step && !selection->lightning) {
     return absl::InvalidArgumentError(absl::StrCat("'", in_path, "' is not a Lightning checkpoint: it has no "
-                                                   "optimizer_states or global_step to import"));
+                                                   "global_step to import"));
   }
   ImportReport report;
   report.lightning = selection->lightning;
   report.global_step = selection->global_step;
-  report.skipped = selection->skipped;
-  report.not_stored = selection->not_stored;
-  report.skipped_count = selection->skipped_count;
-  report.not_stored_count = selection->not_stored_count;
+  report.not_carried = selection->not_carried;
+  report.not_carried_count = selection->not_carried_count;
   std::vector<ToWrite> tensors;
   std::set<std::string> keys;
+  auto claim = [&](const std::string& key) -> absl::Status {
+    if (keys.insert(key).second) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("'", in_path, "': two entries flatten to key ", Quote(key)));
+  };
   for (const SelectedTensor& t : selection->tensors) {
-    const std::string key = options.key_prefix + t.key;
-    absl::Status s = ValidateKey(key);
-    if (!s.ok()) return absl::InvalidArgumentError(absl::StrCat("'", in_path, "': ", s.message()));
-    if (!keys.insert(key).second) {
-      return absl::InvalidArgumentError(absl::StrCat("'", in_path, "': two entries flatten to key ", Quote(key)));
-    }
+    SL_RETURN_IF_ERROR(claim(t.key));
     SL_ASSIGN_OR_RETURN(at::Tensor tensor, file->Tensor(t.node, t.key));
     report.data_bytes += tensor.numel() * static_cast<int64_t>(tensor.element_size());
-    tensors.push_back({key, t.key, tensor});
+    tensors.push_back({t.key, t.key.substr(t.prefix_bytes), tensor});
   }
-  if (selection->global_step) {
-    const std::string& key = options.global_step_key;
-    if (!keys.insert(key).second) return absl::InvalidArgumentError("global_step_key " + Quote(key) + " is also a tensor key");
-    tensors.push_back({key, "", at::full({1}, *selection->global_step, at::kLong)});
+  std::vector<SelectedValue> values = std::move(selection->values);
+  for (const SelectedValue& v : values) SL_RETURN_IF_ERROR(claim(v.key));
+  // --global_step: the step (also) as an int value under global_step_key
+  // (the Trainer's "trainer.step"); the file's own global_step is a value already.
+  if (selection->global_step && keys.count(options.global_step_key) == 0) {
+    values.push_back({options.global_step_key, PlainValue::Int(*selection->global_step)});
+    SL_RETURN_IF_ERROR(claim(options.global_step_key));
+  }
+  report.values = static_cast<int64_t>(values.size());
+  if (selection->structure) {
+    int64_t bytes = 0;
+    for (const SelectedValue& v : values) bytes += static_cast<int64_t>(v.value.Repr().size());
+    const int64_t structure = static_cast<int64_t>(selection->structure->Repr().size());
+    if (keys.count(kStructureKey) != 0) {
+      report.structure_note = absl::StrCat("the file has its own entry ", Quote(kStructureKey));
+    } else if (bytes + structure > kMaxValuesBytes) {
+      report.structure_note = absl::StrCat("its record takes ", structure, " bytes, more than the values' ",
+                                           kMaxValuesBytes - bytes, " left");
+    } else {
+      values.push_back({kStructureKey, *std::move(selection->structure)});
+      report.structure = true;
+    }
   }
   std::set<std::string> source_keys;
   for (const ToWrite& t : tensors) source_keys.insert(t.source_key);
@@ -108,14 +126,14 @@ absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const s
   // Then write: straight into an existing directory (its atomic commit), or
   // into a temporary sibling renamed into place.
   if (PathExists(out_dir)) {
-    SL_RETURN_IF_ERROR(Write(tensors, out_dir, options, &report.sharded));
+    SL_RETURN_IF_ERROR(Write(tensors, values, out_dir, options, &report.sharded));
     return report;
   }
   std::string parent = out_dir;
   while (parent.size() > 1 && parent.back() == '/') parent.pop_back();
   const std::string temp = absl::StrCat(parent, ".tmp-import-", ::getpid());
   RemoveTree(temp);
-  absl::Status s = Write(tensors, temp, options, &report.sharded);
+  absl::Status s = Write(tensors, values, temp, options, &report.sharded);
   if (s.ok()) s = RenameFile(temp, parent);
   if (!s.ok()) {
     RemoveTree(temp);

@@ -1,6 +1,9 @@
 // Import of a torch.save file (a state dict, or a PyTorch Lightning .ckpt)
 // into a shardlight checkpoint written for a chosen world size, with chosen
-// tensors sharded (chunked along a dim over every rank) and the rest dense.
+// tensors sharded (chunked along a dim over every rank) and the rest dense;
+// every plain value carried as a value (its nesting recorded, so that
+// ExportTorchFile writes the same nested structure back: torch_file.h), and
+// what cannot be carried named in the report.
 //
 // The whole input is read and checked (see torch_file.h) before anything is
 // written: bad input leaves OUT_DIR as it was. When OUT_DIR does not exist
@@ -26,12 +29,16 @@ struct ImportOptions {
   // Imported key (before key_prefix) -> the dim it is chunked along. A key
   // that is not imported is an error (a typo would otherwise go unnoticed).
   std::map<std::string, int64_t> shard_dims;
-  // Prepended to every imported key ("model." matches the Trainer's layout).
+  // Prepended to every imported key ("model." matches the Trainer's
+  // layout); in a Lightning file to state_dict's keys only.
   std::string key_prefix;
-  // Lightning files: also import "optimizer_states" (as optimizer_states.*)
-  // and "global_step" (an I64 tensor of shape [1] at global_step_key, the
-  // Trainer's step layout when that is "trainer.step").
+  // Everything is imported (torch_file.h, carry_values): a Lightning file's
+  // optimizer_states as "optimizer_states.*", global_step, epoch, loops,
+  // lr_schedulers, hyper_parameters ... as values. Kept for callers that
+  // still set it; it changes nothing.
   bool optimizer_states = false;
+  // Lightning files: also the global_step as an int value at
+  // global_step_key (the Trainer's step when that is "trainer.step").
   bool global_step = false;
   std::string global_step_key = "global_step";
   OfflineWriterOptions writer;
@@ -42,11 +49,16 @@ struct ImportReport {
   int64_t tensors = 0;
   int64_t sharded = 0;
   int64_t data_bytes = 0;  // tensor bytes imported
+  int64_t values = 0;      // plain values imported (the structure record not counted)
   std::optional<int64_t> global_step;
-  std::vector<std::string> skipped;     // top-level entries not imported, with their classes (the first 32)
-  int64_t skipped_count = 0;            // all of them
-  std::vector<std::string> not_stored;  // non-tensor values inside imported entries (the first 32)
-  int64_t not_stored_count = 0;         // all of them
+  // What was not carried, with why: "hparams.opt: argparse.Namespace" (the
+  // first 32; not_carried_count counts all).
+  std::vector<std::string> not_carried;
+  int64_t not_carried_count = 0;
+  // Whether the file's nesting was recorded (kStructureKey in torch_file.h);
+  // when the file needed one and it was not, why.
+  bool structure = false;
+  std::string structure_note;
 };
 
 absl::StatusOr<ImportReport> ImportTorchFile(const std::string& in_path, const std::string& out_dir,
