@@ -83,6 +83,17 @@ absl::StatusOr<Trained> Train(RankContext& ctx, LrScheduleOptions schedule, int6
   return Trained{fit->losses, fit->lrs, fit->start_step};
 }
 
+// The resumed run continues the uninterrupted one from step 5: the same
+// learning rates, and the same losses (to float rounding).
+void ExpectContinues(const Trained& r, const Trained& s, const std::string& what) {
+  ASSERT_EQ(r.start_step, 5) << what;
+  ASSERT_EQ(r.lrs.size(), 7u) << what;
+  for (size_t i = 0; i < r.lrs.size(); ++i) {
+    EXPECT_EQ(r.lrs[i], s.lrs[5 + i]) << "lr of step " << 5 + i << " " << what;
+    EXPECT_NEAR(r.losses[i], s.losses[5 + i], 1e-5 * std::abs(s.losses[5 + i])) << "loss of step " << 5 + i << " " << what;
+  }
+}
+
 TEST(LrScheduleTest, FactorsFollowTorchsRules) {
   LrScheduleOptions o = WarmupCosine(4);
   o.total_steps = 12;
@@ -181,15 +192,7 @@ TEST(TrainerScheduleTest, ResumeAtAnotherWorldSizeContinuesTheSameLearningRates)
     SimulatedCluster second(after);
     auto resumed = second.Run([&](RankContext& ctx) { return Train(ctx, schedule, 12, dir); });
     ASSERT_TRUE(resumed.ok()) << resumed.status();
-    const Trained& s = (*straight)[0];
-    const Trained& r = (*resumed)[0];
-    ASSERT_EQ(r.start_step, 5);
-    ASSERT_EQ(r.lrs.size(), 7u);
-    for (size_t i = 0; i < r.lrs.size(); ++i) {
-      EXPECT_EQ(r.lrs[i], s.lrs[5 + i]) << "lr of step " << 5 + i << " W=" << before << "->" << after;
-      EXPECT_NEAR(r.losses[i], s.losses[5 + i], 1e-5 * std::abs(s.losses[5 + i]))
-          << "loss of step " << 5 + i << " W=" << before << "->" << after;
-    }
+    ExpectContinues((*resumed)[0], (*straight)[0], absl::StrCat("W=", before, "->", after));
   }
 }
 
@@ -266,14 +269,7 @@ TEST(TrainerScheduleTest, ACheckpointOfAnEarlierReleaseStillResumes) {
   ASSERT_NE(earlier->index().Find("trainer.step"), nullptr);
   auto resumed = cluster.Run([&](RankContext& ctx) { return Train(ctx, schedule, 12, old); });
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  const Trained& s = (*straight)[0];
-  const Trained& r = (*resumed)[0];
-  ASSERT_EQ(r.start_step, 5);
-  ASSERT_EQ(r.lrs.size(), 7u);
-  for (size_t i = 0; i < r.lrs.size(); ++i) {
-    EXPECT_EQ(r.lrs[i], s.lrs[5 + i]) << "lr of step " << 5 + i;
-    EXPECT_NEAR(r.losses[i], s.losses[5 + i], 1e-5 * std::abs(s.losses[5 + i])) << "loss of step " << 5 + i;
-  }
+  ExpectContinues((*resumed)[0], (*straight)[0], "from an earlier release's checkpoint");
 }
 
 TEST(TrainerScheduleTest, BadOptionsFailOnEveryRankNamingTheOption) {
