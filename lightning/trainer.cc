@@ -335,6 +335,8 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
   TrainState state{pg->getRank(), pg->getSize(), 0, options_.max_steps};
   SL_RETURN_IF_ERROR(CheckStepOptions(options_));
   SL_ASSIGN_OR_RETURN(const Precision precision, ParsePrecision(options_.precision));
+  // The strategy's own options first: a contradiction is one on any build.
+  if (options_.strategy != nullptr) SL_RETURN_IF_ERROR(options_.strategy->CheckPrecision(options_.precision));
   SL_RETURN_IF_ERROR(CheckPrecisionSupported(precision, options_.precision,
                                              options_.strategy != nullptr ? options_.strategy->name() : "ddp"));
   const bool autocast = precision == Precision::kBf16Mixed;

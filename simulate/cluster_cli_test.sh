@@ -97,6 +97,10 @@ expect_exit 2 "--fsdp_per_unit applies to --strategy=fsdp; --strategy=ddp would 
   --scenario=lm --strategy=ddp --fsdp_per_unit=false
 expect_exit 2 "--fsdp_per_unit applies to --scenario=lm --strategy=fsdp; scenario 'train' would ignore it" \
   --fsdp_per_unit=false
+expect_exit 2 "--param_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ddp" \
+  --scenario=lm --strategy=ddp --param_dtype=bf16
+expect_exit 2 "--param_dtype and --reduce_dtype apply to --scenario=lm --strategy=fsdp; scenario 'train' would ignore them" \
+  --param_dtype=bf16
 expect_exit 2 "must be >= 1" --steps=0
 expect_exit 2 "bad value 'abc' for --world_size" --world_size=abc
 expect_exit 2 "unknown flag '--bogus'" --bogus=1

@@ -43,6 +43,11 @@ ABSL_FLAG(std::string, strategy, "model_parallel",
 ABSL_FLAG(bool, fsdp_per_unit, true,
           "lm scenario, --strategy=fsdp: gather one block at a time inside the step (fully_shard's default); "
           "false: the whole model for the step");
+ABSL_FLAG(std::string, param_dtype, "",
+          "lm scenario, --strategy=fsdp: FSDP2's MixedPrecisionPolicy param_dtype (bf16, fp32, ...): parameters "
+          "gathered and computed in it, AdamW on the float32 shards; empty: float32");
+ABSL_FLAG(std::string, reduce_dtype, "",
+          "lm scenario, --strategy=fsdp: the dtype the gradients are summed in (fp32, bf16, ...); empty: float32");
 ABSL_FLAG(std::string, fault, "",
           "train scenario: inject a fault plan, e.g. crash:rank=1,step=3, save-crash:rank=2,step=2, "
           "delay:rank=0,step=2,ms=200, timeout:rank=1,step=3");
@@ -76,6 +81,8 @@ int Main() {
   options.progress_bar = isatty(STDOUT_FILENO) != 0;  // a bar on a terminal, plain lines otherwise
   options.strategy = absl::GetFlag(FLAGS_strategy);
   options.fsdp_per_unit = absl::GetFlag(FLAGS_fsdp_per_unit);
+  options.param_dtype = absl::GetFlag(FLAGS_param_dtype);
+  options.reduce_dtype = absl::GetFlag(FLAGS_reduce_dtype);
   if (options.log_every < 0) {
     std::cerr << "cluster: --log_every must be >= 0\n";
     return 2;
@@ -110,6 +117,11 @@ int Main() {
   if (name != "lm" && !options.fsdp_per_unit) {
     std::cerr << "cluster: --fsdp_per_unit applies to --scenario=lm --strategy=fsdp; scenario '" << name
               << "' would ignore it\n";
+    return 2;
+  }
+  if (name != "lm" && (!options.param_dtype.empty() || !options.reduce_dtype.empty())) {
+    std::cerr << "cluster: --param_dtype and --reduce_dtype apply to --scenario=lm --strategy=fsdp; scenario '" << name
+              << "' would ignore them\n";
     return 2;
   }
   if (name == "lm") {

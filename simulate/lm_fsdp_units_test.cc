@@ -9,7 +9,9 @@
 //  - inside a block's forward a rank holds at most the root and two blocks
 //    unsharded (FsdpOptions::on_unit_forward), not the whole model;
 //  - a checkpoint saved under per-unit fsdp resumes under ddp on another
-//    world size with the uninterrupted run's losses.
+//    world size with the uninterrupted run's losses;
+//  - a bf16 / fp32 mixed-precision policy holds the blocks in bf16 and
+//    learns as float32 does; refused under the other strategies.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -176,5 +178,40 @@ TEST(LmFsdpUnitsTest, PerUnitCheckpointResumesUnderDdpOnAnotherWorldSize) {
   }
 }
 
+
+// --param_dtype=bf16 --reduce_dtype=fp32 on the LM (W = 3: empty MLP
+// chunks): each block is held in bfloat16 (half the float32 run's bytes on
+// entering it), the job learns what float32 learns to bf16's precision, and
+// the policy is refused under any other strategy, naming it.
+TEST(LmFsdpUnitsTest, MixedPrecisionHoldsBlocksInBf16) {
+  LmJobOptions job = Tiny(at::kFloat);
+  const LmRuns fp32 = RunLm(job, 3, "fsdp");
+  job.param_dtype = "bf16";
+  job.reduce_dtype = "fp32";
+  const LmRuns bf16 = RunLm(job, 3, "fsdp");
+  ASSERT_EQ(fp32.ranks.size(), 3u);
+  ASSERT_EQ(bf16.ranks.size(), 3u);
+  for (int64_t r = 0; r < 3; ++r) {
+    ASSERT_EQ(bf16.entries[r].size(), fp32.entries[r].size()) << "rank " << r;
+    for (size_t i = 0; i < bf16.entries[r].size(); ++i) {
+      EXPECT_EQ(2 * bf16.entries[r][i].second, fp32.entries[r][i].second) << "rank " << r << " entry " << i;
+    }
+    // The master shards and AdamW moments stay float32.
+    EXPECT_EQ(bf16.ranks[r].state_bytes, fp32.ranks[r].state_bytes) << "rank " << r;
+  }
+  // A fresh model's loss is ~ln 256 = 5.5; bf16 rounds it at 2^-9 relative
+  // per operation: 3 steps stay within 1% of float32's, and differ from them.
+  const double worst = LargestRelative(bf16.ranks[0].losses, fp32.ranks[0].losses);
+  EXPECT_LT(worst, 1e-2);
+  EXPECT_GT(worst, 0);
+  std::cout << "W=3 bf16/fp32 policy vs float32: largest relative loss difference " << worst << "\n";
+  EXPECT_EQ(CheckLmMixedPrecision("ddp", "bf16", "").message(),
+            "param_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ddp");
+  EXPECT_EQ(CheckLmMixedPrecision("model_parallel", "", "fp32").message(),
+            "reduce_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not model_parallel");
+  EXPECT_NE(CheckLmMixedPrecision("fsdp", "int8", "").message().find("param_dtype: 'int8' is not a floating dtype"),
+            std::string::npos);
+  EXPECT_TRUE(CheckLmMixedPrecision("fsdp", "bfloat16", "float32").ok());
+}
 }  // namespace
 }  // namespace shardlight::simulate

@@ -10,6 +10,7 @@
 #include <iterator>
 #include <cmath>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -21,6 +22,7 @@
 #include "lightning/loggers/tensorboard_logger.h"
 #include "lightning/metrics/perplexity.h"
 #include "lightning/strategies/ddp_strategy.h"
+#include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_strategy.h"
 #include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/tp/mesh_optimizer.h"
@@ -158,6 +160,9 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
     fsdp.units = GptModel::FsdpUnits(o.model);
     fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward and prefetch: their defaults, on
     fsdp.on_unit_forward = o.fsdp_on_unit_forward;
+    // Checked in the setup (CheckLmMixedPrecision): the names parse.
+    if (!o.param_dtype.empty()) fsdp.param_dtype = *lightning::ParseFloatDtype(o.param_dtype, "param_dtype");
+    if (!o.reduce_dtype.empty()) fsdp.reduce_dtype = *lightning::ParseFloatDtype(o.reduce_dtype, "reduce_dtype");
     return std::make_shared<lightning::FsdpStrategy>(fsdp);
   }
   if (o.strategy == "ddp") return std::make_shared<lightning::DdpStrategy>();
@@ -178,6 +183,19 @@ absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int6
   return absl::OkStatus();
 }
 
+absl::Status CheckLmMixedPrecision(const std::string& strategy, const std::string& param_dtype,
+                                   const std::string& reduce_dtype) {
+  for (const auto& [what, name] : {std::pair{"param_dtype", &param_dtype}, std::pair{"reduce_dtype", &reduce_dtype}}) {
+    if (name->empty()) continue;
+    if (strategy != "fsdp") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(what, " (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ", strategy));
+    }
+    SL_RETURN_IF_ERROR(lightning::ParseFloatDtype(*name, what).status());
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mesh::MeshContext& ctx) {
   c10d::ProcessGroup& world = *ctx.world;
   // Setup checks, agreed: each rank's error is every rank's, before any mesh work.
@@ -188,6 +206,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
                                                     absl::StrJoin(o.mesh_shape, "x")));
   }
   if (setup.ok()) setup = CheckLmStrategy(o.strategy, o.mesh_shape);
+  if (setup.ok()) setup = CheckLmMixedPrecision(o.strategy, o.param_dtype, o.reduce_dtype);
   if (setup.ok()) setup = sharded::mesh::ValidateMeshShape(o.mesh_shape, ctx.world_size);
   if (setup.ok()) setup = CheckGptOptions(o.model, o.mesh_shape[1]);
   if (setup.ok() && o.batch < o.mesh_shape[0]) {

@@ -22,8 +22,10 @@
 // that is not model_parallel, fsdp or ddp, a mesh that is not 2-d or does
 // not match the world, a TP size > 1 under fsdp or ddp, gradient dumps
 // (grads_steps) under fsdp or ddp, a model the TP size does not fit
-// (CheckGptOptions), a global batch smaller than the DP size; NotFound /
-// InvalidArgument for a missing or empty corpus; the checkpoint's error
+// (CheckGptOptions), a global batch smaller than the DP size, a
+// mixed-precision policy under another strategy than fsdp or naming no
+// floating dtype (CheckLmMixedPrecision); NotFound / InvalidArgument for a
+// missing or empty corpus; the checkpoint's error
 // (naming the key) for a checkpoint of another model shape; InvalidArgument
 // for grads_steps > 0 without grads_dir.
 #ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
@@ -60,6 +62,14 @@ struct LmJobOptions {
   // unsharded parameters on entering its forward). Called on each rank's
   // own thread.
   std::function<void(const std::string& unit, int64_t unsharded_bytes)> fsdp_on_unit_forward;
+  // fsdp only: the mixed-precision policy (FsdpOptions::param_dtype,
+  // reduce_dtype; FSDP2's MixedPrecisionPolicy) by name -- "bf16",
+  // "fp32", torch's "bfloat16", ... (lightning::ParseFloatDtype); "": the
+  // parameters' own dtype (GptOptions::dtype, the master copy's). Parameters
+  // gathered, the forward and backward (activations, logits, the loss) in
+  // param_dtype; gradients summed in reduce_dtype; AdamW on the masters.
+  std::string param_dtype;
+  std::string reduce_dtype;
   GptOptions model;
   std::string corpus = kDefaultCorpus;
   int64_t batch = 8;  // global samples per step
@@ -113,6 +123,12 @@ struct LmRankResult {
 // Local: InvalidArgument when `strategy` is not one of kLmStrategies, or is
 // fsdp / ddp with a TP size (mesh_shape[1]) other than 1.
 absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int64_t>& mesh_shape);
+
+// Local: InvalidArgument naming the option for a param_dtype or reduce_dtype
+// (LmJobOptions) that is not a floating dtype's name, or for either set under
+// a strategy other than fsdp.
+absl::Status CheckLmMixedPrecision(const std::string& strategy, const std::string& param_dtype,
+                                   const std::string& reduce_dtype);
 
 // Collective over ctx.world.
 absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& options, const sharded::mesh::MeshContext& ctx);

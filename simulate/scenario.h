@@ -28,6 +28,9 @@ struct ScenarioOptions {
   bool progress_bar = false;         // lm: a progress bar in place of the step lines (a terminal)
   std::string strategy = "model_parallel";  // lm: model_parallel, fsdp or ddp (lm_run.h)
   bool fsdp_per_unit = true;  // lm under fsdp: one block gathered at a time (LmJobOptions::fsdp_per_unit)
+  // lm under fsdp: the mixed-precision policy (LmJobOptions::param_dtype, reduce_dtype); "": none.
+  std::string param_dtype;
+  std::string reduce_dtype;
 };
 
 struct Scenario {

@@ -30,24 +30,29 @@ const at::Tensor& LocalShard(const FlatParam& p) { return p.shard->local_shards(
 
 absl::StatusOr<GatherWork> IssueGather(c10d::ProcessGroup& pg, const Bucket& b, bool flag, const std::string& op) {
   at::NoGradGuard no_grad;
-  at::Tensor mine = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.dtype));
+  at::Tensor mine = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.compute_dtype));
   if (!flag) {
     for (const FlatParam& p : b.params) {
       const at::Tensor& shard = LocalShard(p);
-      mine.narrow(0, p.offset, shard.numel()).copy_(shard.reshape({-1}));
+      mine.narrow(0, p.offset, shard.numel()).copy_(shard.reshape({-1}));  // the cast to the compute dtype
     }
   }
   mine[-1].fill_(flag ? 1.0 : 0.0);
   GatherWork w;
+  w.input = mine;
+  w.bytes = mine.numel() * static_cast<int64_t>(mine.element_size()) * pg.getSize();
   if (pg.getSize() == 1) {
     w.output = {mine};
     return w;
   }
   for (int r = 0; r < pg.getSize(); ++r) w.output.push_back(at::empty_like(mine));
+  // A cast bucket travels as its bytes: views that own nothing (w keeps the tensors).
+  const bool as_bytes = b.compute_dtype != b.dtype;
   const absl::Status issued = sharded::NoThrow([&]() -> absl::Status {
     sharded::internal::ArriveAtCollective(pg);
-    std::vector<std::vector<at::Tensor>> output = {w.output};
-    std::vector<at::Tensor> input = {mine};
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (const at::Tensor& slot : w.output) output[0].push_back(as_bytes ? sharded::ByteView(slot) : slot);
+    std::vector<at::Tensor> input = {as_bytes ? sharded::ByteView(mine) : mine};
     w.work = pg.allgather(output, input);
     return absl::OkStatus();
   });
@@ -70,7 +75,7 @@ absl::StatusOr<bool> FinishGather(c10d::ProcessGroup& pg, Bucket& b, GatherWork&
   }
   for (FlatParam& p : b.params) {
     if (!p.full.defined()) {
-      p.full = at::empty(p.sizes, LocalShard(p).options().requires_grad(false));
+      p.full = at::empty(p.sizes, LocalShard(p).options().dtype(b.compute_dtype).requires_grad(false));
     } else {
       AllocateStorage(p.full);
     }
@@ -93,7 +98,7 @@ absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, 
   const int w = pg.getSize();
   std::vector<at::Tensor> slots;
   for (int r = 0; r < w; ++r) {
-    at::Tensor slot = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.dtype));
+    at::Tensor slot = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.reduce_dtype));
     for (const FlatParam& p : b.params) {
       const at::Tensor& grad = p.param.grad();
       if (!grad.defined() || flag) continue;  // zeros
@@ -107,11 +112,13 @@ absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, 
   if (summed[-1].item<double>() > 0) return true;
   for (const FlatParam& p : b.params) {
     const at::Tensor& shard = LocalShard(p);
-    const at::Tensor chunk = summed.narrow(0, 0 + p.offset, shard.numel()).view_as(shard);
+    // Cast first, then added (FSDP2 accumulates in the sharded dtype).
+    const at::Tensor chunk = summed.narrow(0, p.offset, shard.numel()).view_as(shard);
+    const bool cast = chunk.scalar_type() != shard.scalar_type();
     if (shard.grad().defined()) {
-      shard.mutable_grad().add_(chunk);
+      shard.mutable_grad().add_(cast ? chunk.to(shard.scalar_type()) : chunk);
     } else {
-      shard.mutable_grad() = chunk.clone();
+      shard.mutable_grad() = cast ? chunk.to(shard.scalar_type()) : chunk.clone();
     }
   }
   return false;

@@ -43,30 +43,40 @@ struct FlatParam {
 
 struct Bucket {
   int unit = 0;  // index in the plan (the root last)
-  c10::ScalarType dtype;
+  c10::ScalarType dtype;  // the shards' (the master copy's)
   std::vector<FlatParam> params;
   int64_t slot_numel = 0;  // without the flag element
+  // Mixed precision (FsdpOptions): the dtype the all-gather moves and the
+  // full parameters compute in, and the one the gradients are summed in.
+  // Both `dtype` without a policy.
+  c10::ScalarType compute_dtype;
+  c10::ScalarType reduce_dtype;
 };
 
 const at::Tensor& LocalShard(const FlatParam& p);
 
 // An all-gather in flight.
 struct GatherWork {
-  std::vector<at::Tensor> output;  // every rank's slot
+  std::vector<at::Tensor> output;  // every rank's slot, in the bucket's compute dtype
   c10::intrusive_ptr<c10d::Work> work;  // null on one rank
+  at::Tensor input;  // this rank's slot (its dtype: what the elements travel as)
+  int64_t bytes = 0;  // what this rank receives
 };
 
-// Issues the bucket's all-gather (asynchronous): this rank's chunks, or zeros
-// with the flag set. Unavailable naming `op` when c10d refuses it.
+// Issues the bucket's all-gather (asynchronous): this rank's chunks cast to
+// the compute dtype, or zeros with the flag set. A cast bucket travels as its
+// bytes (uint8), so the backend needs no collective of the compute dtype.
+// Unavailable naming `op` when c10d refuses it.
 absl::StatusOr<GatherWork> IssueGather(c10d::ProcessGroup& pg, const Bucket& b, bool flag, const std::string& op);
 
 // Waits for it. True when some rank's flag is set (then nothing is applied);
 // else every parameter is set to its full tensor. Unavailable naming `op`.
 absl::StatusOr<bool> FinishGather(c10d::ProcessGroup& pg, Bucket& b, GatherWork& w, const std::string& op);
 
-// Reduce-scatters the bucket's full gradients (zeros with the flag set; a
-// missing gradient counts as zeros) and adds this rank's chunk to each
-// shard's gradient. True when some rank's flag was set (nothing applied).
+// Reduce-scatters the bucket's full gradients, cast to its reduce dtype
+// (zeros with the flag set; a missing gradient counts as zeros), and adds this
+// rank's chunk, cast to the shard's dtype, to each shard's gradient.
+// True when some rank's flag was set (nothing applied).
 absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, bool reduce_scatter,
                                   const std::string& op);
 

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lightning/strategies/fsdp_buckets.h"
+#include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_schedule.h"
 #include "lightning/strategies/fsdp_unit.h"
 #include "lightning/strategies/fsdp_units.h"
@@ -66,6 +67,8 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       if (options_.reduce_scatter) {
         SL_ASSIGN_OR_RETURN(reduce_scatter_, ProbeReduceScatter(*pg_));
       }
+      // A reduce_dtype the group cannot sum fails here, on every rank, before any unit collective.
+      if (options_.reduce_dtype) SL_RETURN_IF_ERROR(ProbeReduceDtype(*pg_, *options_.reduce_dtype, reduce_scatter_));
       probed_ = true;
     }
     step_ = step;
@@ -133,8 +136,13 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       const std::string op = absl::StrCat("fsdp all-gather of unit ", UnitName(units_[unit].name), " at step ", step_);
       SL_ASSIGN_OR_RETURN(GatherWork w, fsdp_internal::IssueGather(*pg_, buckets_[i], false, op));
       SL_RETURN_IF_ERROR(fsdp_internal::FinishGather(*pg_, buckets_[i], w, op).status());
+      ReportGather(unit, w);
     }
     return absl::OkStatus();
+  }
+
+  void ReportGather(size_t unit, const GatherWork& w) const {
+    if (options_.on_all_gather) options_.on_all_gather(units_[unit].name, w.input.scalar_type(), w.bytes);
   }
 
   void ReshardUnit(int unit) {
@@ -229,6 +237,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
             failed = got.status();
           } else {
             flagged = flagged || *got;
+            if (!*got) ReportGather(e.unit, works[k]);
           }
         }
         if (!flagged && failed.ok()) EnsureGradHooks(e.unit);
@@ -278,8 +287,11 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     if (unit + 1 >= static_cast<int>(units_.size())) return;
     for (size_t i : units_[unit].buckets) {
       for (FlatParam& p : buckets_[i].params) {
-        if (p.accumulator) continue;
-        p.accumulator = torch::autograd::impl::grad_accumulator(p.param);
+        // set_data to another dtype (a param_dtype unlike the shard's) drops
+        // the variable's accumulator: the next forward makes a new one.
+        auto current = torch::autograd::impl::grad_accumulator(p.param);
+        if (p.accumulator == current) continue;
+        p.accumulator = std::move(current);
         p.accumulator->add_post_hook(std::make_unique<GradsHook>(units_[unit].module));
       }
     }
@@ -403,12 +415,17 @@ absl::StatusOr<sharded::ShardedTensor> ShardOf(const at::Tensor& param, const Sh
 
 }  // namespace
 
+absl::Status FsdpStrategy::CheckPrecision(const std::string& precision) const {
+  return CheckPolicyWithPrecision(options_.param_dtype, precision);
+}
+
 absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule& module,
                                                                  const ShardedContext& ctx) const {
   if (!module.sharded_hooks_registered()) {
     return absl::FailedPreconditionError(absl::StrCat("fsdp needs ShardedTensor state dicts, which ", module.name(),
                                                       " could not register: ", module.gate().reason));
   }
+  SL_RETURN_IF_ERROR(CheckFsdpPolicy(options_.param_dtype, options_.reduce_dtype));
   SL_ASSIGN_OR_RETURN(const std::vector<UnitPlan> plan, PlanUnits(module, options_.units));
   // A second Fit on the same group finds the parameters held sharded: it keeps them.
   const bool held = !module.sharded_parameters().empty();
@@ -442,7 +459,11 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
       for (size_t d = 1; d < p.sizes.size(); ++d) p.row_numel *= p.sizes[d];
       int64_t chunk_rows = 0;
       for (const auto& [first, rows] : p.rows) chunk_rows = std::max(chunk_rows, rows);
-      Bucket& b = by_dtype.try_emplace(p.shard->dtype(), Bucket{index, p.shard->dtype(), {}, 0}).first->second;
+      const c10::ScalarType dtype = p.shard->dtype();
+      Bucket& b = by_dtype
+                      .try_emplace(dtype, Bucket{index, dtype, {}, 0, options_.param_dtype.value_or(dtype),
+                                                 options_.reduce_dtype.value_or(dtype)})
+                      .first->second;
       p.offset = b.slot_numel;
       b.slot_numel += chunk_rows * p.row_numel;
       b.params.push_back(std::move(p));

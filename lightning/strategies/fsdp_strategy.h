@@ -53,6 +53,29 @@
 // reduce-scatters the root and sums dense gradients. At most the root and
 // two units are unsharded at once (one without prefetch).
 //
+// Mixed precision (FsdpOptions::param_dtype, reduce_dtype; FSDP2's
+// MixedPrecisionPolicy). The shard stays in the parameter's own dtype (the
+// master copy the optimizer steps: no second copy). Each rank casts its
+// chunk to param_dtype before the all-gather, so the all-gather moves
+// param_dtype (its bytes, viewed as uint8: a gather is a copy, so no backend
+// needs collectives of that dtype) and the full parameter, the forward and
+// the backward are in param_dtype. The full gradients are cast to
+// reduce_dtype before the reduce-scatter, summed in it (no divide: the
+// module's loss is its share of the global mean, FSDP2 with gradient divide
+// factor 1), and the summed chunk is cast to the shard's dtype and added to
+// its gradient. What FSDP2 does beyond that, and here: buffers and the
+// parameters that stay dense (no requires_grad, 0-dim) are not cast; the
+// forward's floating inputs are not cast either (FSDP2's
+// cast_forward_inputs is a forward pre-hook, which LibTorch C++ lacks): a
+// module casts them to its parameters' dtype itself (integer inputs, token
+// ids, need nothing); outputs keep the dtype the compute gives (FSDP2's
+// output_dtype unset). fsdp_precision.h checks the policy: Setup refuses a
+// param_dtype the build cannot compute in (a probe: matmul and its
+// backward) and a non-floating dtype; the first step's probe refuses a
+// reduce_dtype the group cannot sum; CheckPrecision refuses a Trainer
+// precision that contradicts it. All on every rank before any collective of
+// the step.
+//
 // Failure inside the step. The unit collectives run inside the user's
 // TrainingStep and backward, so a rank whose TrainingStep fails before a
 // unit's forward would leave its peers in that unit's all-gather. So every
@@ -82,6 +105,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -112,6 +136,14 @@ struct FsdpOptions {
   // forward, once its parameters are gathered, with the unit's name and the
   // bytes of full (unsharded) parameter storage this rank holds then.
   std::function<void(const std::string& unit, int64_t unsharded_bytes)> on_unit_forward;
+  // Mixed precision, as FSDP2's MixedPrecisionPolicy(param_dtype,
+  // reduce_dtype) (see "Mixed precision" above). Unset: the parameter's own
+  // dtype (no cast anywhere: the run is bit for bit the one without them).
+  std::optional<c10::ScalarType> param_dtype;
+  std::optional<c10::ScalarType> reduce_dtype;
+  // For tests and tools: called after each all-gather with the unit's name,
+  // the dtype its elements travelled in and the bytes this rank received.
+  std::function<void(const std::string& unit, c10::ScalarType dtype, int64_t bytes)> on_all_gather;
 };
 
 class FsdpStrategy : public Strategy {
@@ -120,6 +152,9 @@ class FsdpStrategy : public Strategy {
   std::string name() const override { return "fsdp"; }
   absl::StatusOr<std::unique_ptr<StrategyRun>> Setup(LightningModule& module,
                                                      const ShardedContext& ctx) const override;
+  // A policy with a Trainer precision that chooses another compute dtype:
+  // InvalidArgument (fsdp_precision.h, CheckPolicyWithPrecision).
+  absl::Status CheckPrecision(const std::string& precision) const override;
   const FsdpOptions& options() const { return options_; }
 
  private:

@@ -40,9 +40,16 @@ absl::StatusOr<at::Tensor> Mlp::TrainingStep(const Batch& batch, const StepConte
   const auto [first, rows] = sharded::ChunkRanges(batch[0].size(0), ctx.world_size)[ctx.rank];
   // A rank without rows still runs every unit (on no rows): per-unit fsdp gathers in each.
   at::Tensor x = batch[0].narrow(0, first, rows);
-  at::Tensor h = RunFsdpUnit(*blocks_[0], [&] { return at::tanh(blocks_[0]->as<torch::nn::Linear>()->forward(x)); });
+  // Each unit casts its input to its parameters' dtype (fsdp's param_dtype:
+  // FSDP2's cast_forward_inputs, which has no forward hook to live in here);
+  // a no-op without a policy.
+  auto unit = [](torch::nn::Module& block, const at::Tensor& input) {
+    auto* linear = block.as<torch::nn::Linear>();
+    return at::tanh(linear->forward(input.to(linear->weight.scalar_type())));
+  };
+  at::Tensor h = RunFsdpUnit(*blocks_[0], [&] { return unit(*blocks_[0], x); });
   if (fail) return absl::DataLossError(absl::StrCat("bad batch on rank ", ctx.rank, " after blocks.0"));
-  h = RunFsdpUnit(*blocks_[1], [&] { return at::tanh(blocks_[1]->as<torch::nn::Linear>()->forward(h)); });
+  h = RunFsdpUnit(*blocks_[1], [&] { return unit(*blocks_[1], h); });
   at::Tensor predicted = head_->forward(h).reshape({-1});
   return (predicted - batch[1].narrow(0, first, rows)).pow(2).sum() / batch[0].size(0);
 }

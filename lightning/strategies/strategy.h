@@ -90,6 +90,12 @@ class Strategy {
   // strategies without one. No collective.
   virtual sharded::mesh::MeshPtr mesh() const { return nullptr; }
 
+  // Whether this strategy's options agree with the Trainer's precision
+  // ("32-true", "bf16-mixed", "bf16-true"; already parsed and supported).
+  // Local, on every rank before anything collective: InvalidArgument naming
+  // both. The default accepts every precision.
+  virtual absl::Status CheckPrecision(const std::string& /*precision*/) const { return absl::OkStatus(); }
+
   // After ConfigureShardedModel, before ConfigureOptimizers, on every rank:
   // lays the module's parameters out (FSDP shards them). Local only -- no
   // collective -- so the Trainer agrees on its verdict together with

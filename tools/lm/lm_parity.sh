@@ -15,6 +15,8 @@
 #   MODEL FLAGS: --dim=N --heads=N --layers=N --context=N --mlp=N --batch=N
 #   (passed to both sides); --dtypes=A,B and --grads=N set DTYPES and GRADS;
 #   --strategy=model_parallel|fsdp (default model_parallel: DTensor TP peer);
+#   --param_dtype=D --reduce_dtype=D (with --strategy=fsdp: both sides' FSDP2
+#   MixedPrecisionPolicy, e.g. bfloat16 and float32; the DTYPES are the shards');
 #   --tol=DTYPE:X (repeatable) makes X both tolerances of DTYPE. Env: STEP1_TOL (1e-5), CURVE_TOL (1e-3), THREADS (1),
 #   DTYPES ("float32"; e.g. "float32 float64"), CURVE_DTYPES (the dtypes whose
 #   curve must be within CURVE_TOL; default: all of DTYPES -- the others' largest
@@ -30,11 +32,12 @@ out=""
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then out=$1; shift; fi
 [ -n "$out" ] || out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/lm_parity.XXXXXX")
 [ "${1:-}" = "--" ] && shift
-model=(); strategy=model_parallel; declare -A tols=()
+model=(); strategy=model_parallel; policy=(); declare -A tols=()
 for f in "$@"; do  # --dtypes=A,B and --grads=N: as DTYPES and GRADS
   case $f in
     --dtypes=*) DTYPES=${f#*=}; DTYPES=${DTYPES//,/ } ;; --grads=*) GRADS=${f#*=} ;;
     --strategy=*) strategy=${f#*=} ;; --tol=*:*) f=${f#*=}; tols[${f%%:*}]=${f#*:} ;;
+    --param_dtype=*|--reduce_dtype=*) policy+=("$f") ;;
     *) model+=("$f") ;;
   esac
 done
@@ -48,6 +51,7 @@ case $strategy in
   fsdp) peer_has_fully_shard || exit 0; peer_strategy=(--fsdp) ;;
   *) fail "--strategy=$strategy is not model_parallel or fsdp" ;;
 esac
+[ ${#policy[@]} -eq 0 ] || [ "$strategy" = fsdp ] || fail "--param_dtype and --reduce_dtype need --strategy=fsdp"
 mkdir -p "$out"
 n=$(mesh_size "$mesh")
 model_flags "${model[@]}"
@@ -62,10 +66,12 @@ pair() {
   local sl py
   sl=$(run_torchrun "$n" --no_python "$train_bin" --job=lm --mesh="$mesh" --steps="$steps" --log_every=1 --save_at=0 \
     --checkpoint_dir="$dir/ckpt" --threads="$threads" --lm_dtype="$dtype" --lm_grads_dir="$dir/grads" \
-    --lm_grads_steps="$grads" --strategy="$strategy" "${ours[@]}" 2>&1) || fail "shardlight exited $?: $sl"
+    --lm_grads_steps="$grads" --strategy="$strategy" "${ours[@]}" "${policy[@]}" 2>&1) \
+    || fail "shardlight exited $?: $sl"
   "$ckpt_bin" export --prefix=model. "$dir/ckpt" "$dir/init.pt" >/dev/null || fail "ckpt export failed"
   py=$(OMP_NUM_THREADS=$threads run_peer "$n" "$here/lm_peer.py" --mesh="$mesh" --weights="$dir/init.pt" --steps="$steps" \
-    --threads="$threads" --dtype="$dtype" --grads_dir="$dir/grads" --grads_steps="$grads" "${peer_strategy[@]}" "${peer[@]}") \
+    --threads="$threads" --dtype="$dtype" --grads_dir="$dir/grads" --grads_steps="$grads" "${peer_strategy[@]}" "${peer[@]}" \
+    "${policy[@]}") \
     || fail "the PyTorch peer exited $?: $py"
   losses_of lm: "$sl" >"$dir/ours.txt"
   losses_of peer: "$py" >"$dir/peer.txt"
@@ -80,7 +86,7 @@ pair() {
   ours_rss=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* peak_rss_bytes \([0-9]*\).*/\1/p')
   peer_rss=$(strip <<<"$py" | sed -n 's/^peer: rank 0 peak_rss_bytes \([0-9]*\).*/\1/p')
   state=$(strip <<<"$sl" | sed -n 's/^train: rank 0\/.* state_bytes \([0-9]*\) .*/\1/p')
-  echo "mesh $mesh, $strategy, $dtype, $steps steps, $threads thread(s) per rank"
+  echo "mesh $mesh, $strategy, $dtype${policy[*]:+ (${policy[*]})}, $steps steps, $threads thread(s) per rank"
   for ((k = 1; k <= grads; k++)); do
     "$ckpt_bin" export --prefix=grad. "$dir/grads/step$k" "$dir/grads/ours_step$k.pt" >/dev/null \
       || fail "ckpt export of the step-$k gradients failed"

@@ -25,6 +25,10 @@ shardlight's --strategy=fsdp: fully_shard on each block, then on the root
 gradients reduce-scattered as a plain sum (gradient divide factor 1, sum-only
 collectives: each rank's loss is already its share of the global mean),
 clipped to the global norm of the sharded gradients, AdamW on the shards.
+With --param_dtype / --reduce_dtype: fully_shard's MixedPrecisionPolicy(param_dtype,
+reduce_dtype) on every unit, as shardlight's --param_dtype / --reduce_dtype
+(the shards, AdamW and the clipping stay in --dtype; the logits and the loss
+come out in param_dtype).
 
 TP plan (the layout of shardlight's layers): token embedding RowwiseParallel
 (vocabulary rows split, the lookup's Partial result all-reduced), q/k/v and
@@ -173,13 +177,24 @@ def report(a, rank, start, global_tokens):
         print(f"peer: tokens_per_s {a.steps * global_tokens / seconds:.1f} step_s {seconds / a.steps:.4f}", flush=True)
 
 
+def mixed_precision(a):
+    """--param_dtype / --reduce_dtype as fully_shard's mp_policy (None: FSDP2's default, no policy)."""
+    if not a.param_dtype and not a.reduce_dtype:
+        return None
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+    return MixedPrecisionPolicy(param_dtype=getattr(torch, a.param_dtype) if a.param_dtype else None,
+                                reduce_dtype=getattr(torch, a.reduce_dtype) if a.reduce_dtype else None)
+
+
 def train_fsdp(a, model, data, world):
     """FSDP2: fully_shard per block, then the root, on a 1-d mesh of every rank."""
     from torch.distributed.fsdp import FSDPModule, fully_shard
     mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+    mp = mixed_precision(a)
+    policy = {} if mp is None else {"mp_policy": mp}
     for i in range(a.layers):
-        fully_shard(getattr(model, f"block{i}"), mesh=mesh)
-    fully_shard(model, mesh=mesh)
+        fully_shard(getattr(model, f"block{i}"), mesh=mesh, **policy)
+    fully_shard(model, mesh=mesh, **policy)
     # Each rank's loss is its share of the global mean: the reduce-scatter sums.
     for module in model.modules():
         if isinstance(module, FSDPModule):
@@ -237,6 +252,10 @@ def main():
     p.add_argument("--dcp_dir", default="")
     p.add_argument("--dcp_at", type=int, default=0)
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard per block + root (--mesh=Nx1)")
+    p.add_argument("--param_dtype", choices=("", "bfloat16", "float32", "float64"), default="",
+                   help="--fsdp: MixedPrecisionPolicy param_dtype (gather and compute in it; shards stay --dtype)")
+    p.add_argument("--reduce_dtype", choices=("", "bfloat16", "float32", "float64"), default="",
+                   help="--fsdp: MixedPrecisionPolicy reduce_dtype (the reduce-scatter's dtype)")
     a = p.parse_args()
     if a.grads_steps > 0 and not a.grads_dir:
         p.error("--grads_steps needs --grads_dir")
@@ -246,6 +265,8 @@ def main():
     dp, tp = (int(x) for x in a.mesh.split("x"))
     if a.fsdp and (tp != 1 or a.grads_steps > 0 or a.dcp_at > 0):
         p.error("--fsdp trains data parallel only (--mesh=Nx1), without --grads_steps or --dcp_at")
+    if (a.param_dtype or a.reduce_dtype) and not a.fsdp:
+        p.error("--param_dtype and --reduce_dtype apply to --fsdp")
     dist.init_process_group("gloo")
     rank = dist.get_rank()
     data = torch.tensor(list(open(a.corpus, "rb").read()), dtype=torch.long)

@@ -33,6 +33,11 @@ expect_exit 2 "--strategy applies to --job=lm; --job=main would ignore it" --str
 expect_exit 2 "--fsdp_per_unit applies to --strategy=fsdp; --strategy=ddp would ignore it" \
   --job=lm --mesh=2x1 --strategy=ddp --fsdp_per_unit=false
 expect_exit 2 "--fsdp_per_unit applies to --job=lm --strategy=fsdp; --job=main would ignore it" --fsdp_per_unit=false
+expect_exit 2 "--param_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ddp" \
+  --job=lm --mesh=2x1 --strategy=ddp --param_dtype=bf16
+expect_exit 2 "--reduce_dtype: 'int8' is not a floating dtype" --job=lm --mesh=2x1 --strategy=fsdp --reduce_dtype=int8
+expect_exit 2 "--param_dtype and --reduce_dtype apply to --job=lm --strategy=fsdp; --job=main would ignore them" \
+  --param_dtype=bf16
 
 # Issue 15, defect 8: a rerun of a finished run has nothing to do; another
 # run's checkpoint is refused unless asked for (one process, a free port).

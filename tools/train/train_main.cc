@@ -87,6 +87,11 @@ ABSL_FLAG(std::string, strategy, "model_parallel",
 ABSL_FLAG(bool, fsdp_per_unit, true,
           "--job=lm --strategy=fsdp: gather one block at a time inside the step (fully_shard's default: at most "
           "the root and two blocks unsharded per rank); false: the whole model for the step");
+ABSL_FLAG(std::string, param_dtype, "",
+          "--job=lm --strategy=fsdp: FSDP2's MixedPrecisionPolicy param_dtype -- gather, forward and backward in "
+          "this dtype (bf16, fp32, ...; torch's names too) while AdamW steps the --lm_dtype shards; empty: --lm_dtype");
+ABSL_FLAG(std::string, reduce_dtype, "",
+          "--job=lm --strategy=fsdp: sum the gradients in this dtype (fp32, bf16, ...); empty: --lm_dtype");
 ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
@@ -179,6 +184,10 @@ int Main() {
   if (job != "lm" && !absl::GetFlag(FLAGS_fsdp_per_unit)) {
     return BadUsage("--fsdp_per_unit applies to --job=lm --strategy=fsdp; --job=" + job + " would ignore it");
   }
+  if (job != "lm" && (!absl::GetFlag(FLAGS_param_dtype).empty() || !absl::GetFlag(FLAGS_reduce_dtype).empty())) {
+    return BadUsage("--param_dtype and --reduce_dtype apply to --job=lm --strategy=fsdp; --job=" + job +
+                    " would ignore them");
+  }
   simulate::LmJobOptions lm_job;
   if (job == "lm") {
     auto shape = sharded::mesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh));
@@ -194,6 +203,12 @@ int Main() {
       return BadUsage(absl::StrCat("--strategy: ", checked.message(), " (--mesh=", absl::GetFlag(FLAGS_mesh), ")"));
     }
     lm_job.fsdp_per_unit = absl::GetFlag(FLAGS_fsdp_per_unit);
+    lm_job.param_dtype = absl::GetFlag(FLAGS_param_dtype);
+    lm_job.reduce_dtype = absl::GetFlag(FLAGS_reduce_dtype);
+    if (auto checked = simulate::CheckLmMixedPrecision(lm_job.strategy, lm_job.param_dtype, lm_job.reduce_dtype);
+        !checked.ok()) {
+      return BadUsage(absl::StrCat("--", checked.message()));
+    }
     if (!lm_job.fsdp_per_unit && lm_job.strategy != "fsdp") {
       return BadUsage("--fsdp_per_unit applies to --strategy=fsdp; --strategy=" + lm_job.strategy + " would ignore it");
     }
