@@ -47,6 +47,23 @@ void AdamW::Step() {
                         });
 }
 
+ParamGroupFields AdamW::ParamGroupOf(const std::string& /*key*/) const {
+  using sharded::PlainValue;
+  const AdamWOptions& o = options_;
+  // In torch.optim.Adam's order of its defaults.
+  return {{"lr", PlainValue::Float(o.lr)},
+          {"betas", PlainValue::Tuple({PlainValue::Float(o.beta1), PlainValue::Float(o.beta2)})},
+          {"eps", PlainValue::Float(o.eps)},
+          {"weight_decay", PlainValue::Float(o.weight_decay)},
+          {"amsgrad", PlainValue::Bool(false)},
+          {"maximize", PlainValue::Bool(false)},
+          {"foreach", PlainValue::None()},
+          {"capturable", PlainValue::Bool(false)},
+          {"differentiable", PlainValue::Bool(false)},
+          {"fused", PlainValue::None()},
+          {"decoupled_weight_decay", PlainValue::Bool(true)}};
+}
+
 absl::Status AdamW::AddStateTo(sharded::StateDict& dict, const std::string& prefix) {
   SL_RETURN_IF_ERROR(exp_avg_.AddTo(dict, trainables_, prefix, ".exp_avg"));
   SL_RETURN_IF_ERROR(exp_avg_sq_.AddTo(dict, trainables_, prefix, ".exp_avg_sq"));

@@ -31,6 +31,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "lightning/torch_names.h"
 #include "lightning/trainable.h"
 #include "sharded/plain_value.h"
 #include "sharded/state_dict.h"
@@ -54,6 +55,12 @@ class Optimizer {
   // Sets it (an LR schedule does, before each step). InvalidArgument when
   // `lr` is negative or not finite; the rate is then unchanged.
   absl::Status set_lr(double lr);
+  // The settings its update uses for the parameter `key` (a trainable's key),
+  // named as torch.optim names a param_groups entry's fields (lr, betas, eps,
+  // weight_decay, ...): what a checkpoint under torch's names records and a
+  // resume from one compares (torch_names.h, torch_checkpoint.h). Empty (the
+  // default): no torch.optim counterpart.
+  virtual ParamGroupFields ParamGroupOf(const std::string& key) const { return {}; }
   // The trainables this optimizer updates.
   const Trainables& trainables() const { return trainables_; }
   // Its hyper-parameters as torch.optim names them in a param group, for
@@ -132,6 +139,11 @@ class AdamW : public Optimizer {
   static absl::StatusOr<std::unique_ptr<AdamW>> Create(Trainables trainables, AdamWOptions options);
   void Step() override;
   absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override;
+  // torch.optim.AdamW's fields: lr, betas, eps, weight_decay, amsgrad False,
+  // maximize False, decoupled_weight_decay True, and torch's defaults for how
+  // it computes (foreach None, capturable False, differentiable False, fused
+  // None). The same for every parameter.
+  ParamGroupFields ParamGroupOf(const std::string& key) const override;
   double lr() const override { return options_.lr; }
   sharded::PlainValue HyperParameters() const override;
   int64_t steps() const { return step_[0].item<int64_t>(); }

@@ -18,6 +18,7 @@
 #include "lightning/precision.h"
 #include "lightning/validation_loop.h"
 #include "lightning/state_dict_hooks.h"
+#include "lightning/torch_checkpoint.h"
 #include "lightning/strategies/ddp_strategy.h"
 #include "lightning/strategies/gradient_reduction.h"
 #include "sharded/agreement.h"
@@ -635,6 +636,23 @@ absl::Status FreshModelState(LightningModule& module, sharded::StateDict* model,
 
 absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimizer, const at::Tensor& step,
                                     c10d::ProcessGroup& pg, const std::string& dir) {
+  // Under torch's own names (dcp.save of get_model_state_dict / get_optimizer_state_dict): torch_checkpoint.h.
+  SL_ASSIGN_OR_RETURN(const DcpListing listing, ListDcpCheckpoint(dir, options_.save_options.storage.get(), pg));
+  if (HasTorchOptimizerNames(listing.Keys())) {
+    ckpt::LoadOptions load;
+    load.storage = options_.save_options.storage;
+    SL_RETURN_IF_ERROR(LoadTorchNamedDcp(module, optimizer, step, pg, dir, listing, load));
+    if (lr_schedule_ != nullptr) {
+      ResumeScheduleAtStep(*lr_schedule_, step, pg, dir);
+      SL_RETURN_IF_ERROR(lr_schedule_->Apply(optimizer));  // the rate of the resumed step, compared below
+    }
+    SL_RETURN_IF_ERROR(CheckTorchParamGroups(listing, module, optimizer, pg.getRank(), dir, options_.allow_different_run));
+    if (pg.getRank() == 0) {
+      std::cout << "resume: loaded step " << step[0].item<int64_t>() << " from the PyTorch DCP checkpoint in " << dir
+                << " (torch's names: model., optim.state., optim.param_groups.)\n";
+    }
+    return absl::OkStatus();
+  }
   sharded::StateDict model;
   sharded::StateDict target;
   SL_RETURN_IF_ERROR(FreshModelState(module, &model, &target));

@@ -57,7 +57,19 @@
 // "global_step", or an int64 [1] tensor "trainer.step" (none: step 0, said
 // on rank 0), the optimizer's state only
 // where the checkpoint holds every one of its keys ("optimizer.", as this
-// Trainer saves them; otherwise skipped and said on rank 0). The next save
+// Trainer saves them; otherwise skipped and said on rank 0). A checkpoint
+// under torch's own names -- a PyTorch FSDP2 or DDP user's dcp.save of
+// {"model": get_model_state_dict, "optim": get_optimizer_state_dict}, or
+// SaveTorchNamedDcp's -- resumes through torch_checkpoint.h: model.<fqn>
+// and optim.state.<fqn>.<name> load into the module and the optimizer,
+// every one required and nothing of another model allowed
+// (FailedPrecondition on every rank naming the key, before anything is
+// read); the per-parameter steps must be equal and become the optimizer's
+// step and, unless an int "trainer.step", "step" or "global_step" is there,
+// the training step; optim.param_groups must hold this run's settings
+// (lr at the resumed step, betas, eps, weight_decay, amsgrad, ...):
+// FailedPrecondition naming each difference unless allow_different_run.
+// The next save
 // writes shardlight's format there, which later resumes read first; the DCP
 // files are left as they are.
 //

@@ -104,12 +104,30 @@ class GptAdamW : public lightning::Optimizer {
   absl::Status AddStateTo(sharded::StateDict& dict, const std::string& prefix) override {
     return adam_->AddStateTo(dict, prefix);
   }
+  // lightning::AdamW's, with this parameter's weight decay (its group's).
+  lightning::ParamGroupFields ParamGroupOf(const std::string& key) const override {
+    lightning::ParamGroupFields fields = adam_->ParamGroupOf(key);
+    for (auto& [name, value] : fields) {
+      if (name == "weight_decay") value = sharded::PlainValue::Float(Decays(key) ? weight_decay_ : 0.0);
+    }
+    return fields;
+  }
   double lr() const override { return adam_->lr(); }
 
  private:
   GptAdamW(lightning::Trainables trainables, std::unique_ptr<lightning::AdamW> adam, double weight_decay)
       : Optimizer(std::move(trainables)), adam_(std::move(adam)), weight_decay_(weight_decay) {}
   void SetLr(double lr) override { (void)adam_->set_lr(lr); }
+  // Whether the parameter `key` has 2 or more dims (its global sizes: a shard keeps its dims).
+  bool Decays(const std::string& key) const {
+    for (const auto& d : trainables_.dense) {
+      if (d.key == key) return d.param.dim() >= 2;
+    }
+    for (const auto& s : trainables_.sharded) {
+      if (s.key == key) return s.member->sizes().size() >= 2;
+    }
+    return false;
+  }
   std::unique_ptr<lightning::AdamW> adam_;
   double weight_decay_;
 };

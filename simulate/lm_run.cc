@@ -26,6 +26,7 @@
 #include "lightning/strategies/fsdp_strategy.h"
 #include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/tp/mesh_optimizer.h"
+#include "lightning/torch_checkpoint.h"
 #include "lightning/trainer.h"
 #include "sharded/agreement.h"
 #include "sharded/checkpoint/checkpoint.h"
@@ -122,8 +123,12 @@ class LmCallback : public lightning::Callback {
   double seconds() const { return std::chrono::duration<double>(end_ - start_).count(); }
 
  private:
-  // The Trainer's checkpoint of (model, optimizer, step) (collective).
+  // The Trainer's checkpoint of (model, optimizer, step), or under torch's names
+  // (save_format torch_dcp) (collective).
   absl::Status Save(int64_t done) {
+    if (o_.save_format == "torch_dcp") {
+      return lightning::SaveTorchNamedDcp(model_, *model_.optimizer(), done, o_.checkpoint_dir, world_);
+    }
     const at::Tensor step = at::full({1}, done, at::kLong);
     SL_ASSIGN_OR_RETURN(sharded::StateDict dict, lightning::TrainingStateDict(model_, *model_.optimizer(), step));
     return sharded::checkpoint::SaveCheckpoint(dict, o_.checkpoint_dir, world_);
@@ -220,6 +225,14 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (setup.ok() && o.grads_steps > 0 && !model_parallel) {
     setup = absl::InvalidArgumentError(
         absl::StrCat("saving the gradients of the first steps is done under model_parallel only, not ", o.strategy));
+  }
+  if (setup.ok() && o.save_format != "shardlight" && o.save_format != "torch_dcp") {
+    setup = absl::InvalidArgumentError(absl::StrCat("save_format '", o.save_format, "' is not shardlight or torch_dcp"));
+  }
+  if (setup.ok() && o.save_format == "torch_dcp" && (model_parallel || o.save_at < 0)) {
+    setup = absl::InvalidArgumentError(absl::StrCat(
+        "save_format torch_dcp saves at save_at (>= 0, not ", o.save_at, ") under fsdp or ddp (not ", o.strategy,
+        "): torch.optim.AdamW over whole parameters is what it names"));
   }
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 

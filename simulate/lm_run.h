@@ -27,7 +27,9 @@
 // floating dtype (CheckLmMixedPrecision); NotFound / InvalidArgument for a
 // missing or empty corpus; the checkpoint's error
 // (naming the key) for a checkpoint of another model shape; InvalidArgument
-// for grads_steps > 0 without grads_dir.
+// for grads_steps > 0 without grads_dir; InvalidArgument for a save_format
+// other than shardlight or torch_dcp, and torch_dcp under model_parallel or
+// without a save_at >= 0.
 #ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
 #define SHARDLIGHT_SIMULATE_LM_RUN_H_
 
@@ -83,13 +85,22 @@ struct LmJobOptions {
   // -1: after the last step. A run that resumed at this step does not save
   // it again.
   int64_t save_at = -1;
+  // The format of the save at save_at: "shardlight" (the Trainer's checkpoint),
+  // or "torch_dcp" (fsdp and ddp, save_at >= 0): a PyTorch DCP directory under
+  // torch's own names, as dcp.save of get_model_state_dict /
+  // get_optimizer_state_dict writes it (lightning/torch_checkpoint.h), which a
+  // PyTorch FSDP2 run at any world size loads with get_state_dict, dcp.load
+  // and set_state_dict; a resume of this job reads it back.
+  std::string save_format = "shardlight";
   // Load checkpoint_dir's committed checkpoint first: shardlight's own, else
   // a PyTorch DCP checkpoint (torch.distributed.checkpoint.save) holding
   // the keys shardlight saves -- "model.<parameter>" (all of them),
   // "optimizer.<parameter>.exp_avg" and ".exp_avg_sq", "optimizer.step" (the
   // optimizer starts fresh without all of these, said on rank 0) and
-  // "trainer.step" (int64 [1]), as tools/lm/lm_peer.py --dcp_dir writes:
-  // the Trainer's resume (lightning/trainer.h).
+  // "trainer.step" (int64 [1]), as tools/lm/lm_peer.py --dcp_dir writes, or
+  // under torch's own names (model., optim.state., optim.param_groups.: a
+  // PyTorch FSDP2 run's dcp.save, lm_peer.py --fsdp --torch_dcp_dir): the
+  // Trainer's resume (lightning/trainer.h).
   bool resume = true;
   int64_t eval_batches = 2;  // held-out batches (data_seed + 1) for perplexity
   int64_t log_every = 0;     // rank 0 prints a line every this many steps

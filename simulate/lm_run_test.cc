@@ -390,6 +390,43 @@ TEST(LmStrategiesTest, FsdpCheckpointResumesUnderOtherStrategies) {
   }
 }
 
+// Under fsdp the LM saves under torch's own names (save_format torch_dcp:
+// model., optim.state., optim.param_groups.; lightning/torch_checkpoint.h) on 3
+// ranks and resumes from that on 2 with the uninterrupted run's losses
+// (float64: 1e-12). Another learning rate, or a model of another shape, fails
+// every rank naming what differs. (PyTorch FSDP2 reading and writing the same
+// names: //tools/lm:lm_fsdp_resume_*_test.)
+TEST(LmStrategiesTest, TorchNamedCheckpointResumesOnAnotherWorldSize) {
+  TempDir dir;
+  LmJobOptions job = Small();
+  job.model.dtype = at::kDouble;
+  job.steps = 4;
+  job.checkpoint_dir = dir.path();
+  job.save_at = 2;
+  job.save_format = "torch_dcp";
+  const Outcome full = RunLm(job, {3, 1}, "fsdp");
+  for (const auto& r : full.ranks) ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(full.ranks[0]->losses.size(), 4u);
+  job.save_at = -1;
+  job.save_format = "shardlight";
+  LmJobOptions other = job;
+  other.adam.lr = 2e-3;
+  ExpectEveryRankFails(RunLm(other, {2, 1}, "fsdp"), "optim.param_groups.0.lr is 0.001, this run's lr is 0.002");
+  other = job;
+  other.model.mlp_hidden = 48;
+  ExpectEveryRankFails(RunLm(other, {2, 1}, "fsdp"), "'model.block0.mlp.fc.weight' has sizes [96, 48]");
+  const Outcome resumed = RunLm(job, {2, 1}, "fsdp");  // last: it saves shardlight's format there at the end
+  for (const auto& r : resumed.ranks) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->start_step, 2);
+    EXPECT_TRUE(r->resumed_from_dcp);
+    ASSERT_EQ(r->losses.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_LT(RelDiff(r->losses[i], full.ranks[0]->losses[2 + i]), 1e-12) << "step " << 3 + i;
+    }
+  }
+}
+
 TEST(LmStrategiesTest, BadStrategyFailsOnEveryRank) {
   const LmJobOptions job = Small();
   ExpectEveryRankFails(RunLm(job, {2, 1}, "zero3"), "strategy 'zero3' is not one of model_parallel, fsdp, ddp");
@@ -399,6 +436,14 @@ TEST(LmStrategiesTest, BadStrategyFailsOnEveryRank) {
   grads.grads_steps = 1;
   grads.grads_dir = "/tmp";
   ExpectEveryRankFails(RunLm(grads, {2, 1}, "fsdp"), "under model_parallel only, not fsdp");
+  LmJobOptions torch_names = Small();
+  torch_names.checkpoint_dir = "/tmp";
+  torch_names.save_format = "torch_dcp";
+  ExpectEveryRankFails(RunLm(torch_names, {2, 1}, "fsdp"), "save_format torch_dcp saves at save_at (>= 0, not -1)");
+  torch_names.save_at = 1;
+  ExpectEveryRankFails(RunLm(torch_names, {1, 2}), "under fsdp or ddp (not model_parallel)");
+  torch_names.save_format = "torch";
+  ExpectEveryRankFails(RunLm(torch_names, {2, 1}, "fsdp"), "save_format 'torch' is not shardlight or torch_dcp");
 }
 
 }  // namespace

@@ -29,6 +29,11 @@ With --param_dtype / --reduce_dtype: fully_shard's MixedPrecisionPolicy(param_dt
 reduce_dtype) on every unit, as shardlight's --param_dtype / --reduce_dtype
 (the shards, AdamW and the clipping stay in --dtype; the logits and the loss
 come out in param_dtype).
+With --fsdp, --torch_dcp_dir with --dcp_at=K: after step K, dcp.save of
+{"model": get_model_state_dict, "optim": get_optimizer_state_dict} -- torch's
+own names, as a PyTorch user saves --; --torch_dcp_resume=DIR: get_state_dict,
+dcp.load of DIR, set_state_dict, then training from the step the optimizer
+state counts ("peer: resumed at step K from DIR"); --weights is then optional.
 
 TP plan (the layout of shardlight's layers): token embedding RowwiseParallel
 (vocabulary rows split, the lookup's Partial result all-reduced), q/k/v and
@@ -161,6 +166,29 @@ def save_dcp(model, opt, step, path):
     dcp.save(state, checkpoint_id=path)
 
 
+def save_torch_dcp(model, opt, path):
+    """Collective: dcp.save as a PyTorch FSDP2 user writes it, under torch's own names
+    (model.<fqn>, optim.state.<fqn>.exp_avg | exp_avg_sq | step, optim.param_groups.<i>.*)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict, get_optimizer_state_dict
+    dcp.save({"model": get_model_state_dict(model), "optim": get_optimizer_state_dict(model, opt)}, checkpoint_id=path)
+
+
+def load_torch_dcp(model, opt, path):
+    """Collective: get_state_dict, dcp.load, set_state_dict, as a PyTorch user resumes.
+    Returns the step the optimizer's state counts (the same for every parameter)."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+    model_state, optim_state = get_state_dict(model, opt)
+    state = {"model": model_state, "optim": optim_state}
+    dcp.load(state, checkpoint_id=path)
+    set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
+    steps = sorted({int(s["step"]) for s in opt.state.values()})
+    if len(steps) != 1:
+        raise SystemExit(f"peer: the per-parameter steps of {path} differ: {steps}")
+    return steps[0]
+
+
 def adamw(params, a):
     """torch.optim.AdamW with GPT's two groups: weight decay on >= 2-dim tensors only."""
     decay = [q for q in params if q.dim() >= 2]
@@ -203,10 +231,13 @@ def train_fsdp(a, model, data, world):
     rank = dist.get_rank()
     params = list(model.parameters())
     opt = adamw(params, a)
+    first_step = load_torch_dcp(model, opt, a.torch_dcp_resume) if a.torch_dcp_resume else 0
+    if rank == 0 and a.torch_dcp_resume:
+        print(f"peer: resumed at step {first_step} from {a.torch_dcp_resume}", flush=True)
     first, count = chunk_range(a.batch, world, rank)
     global_tokens = a.batch * a.context
     start = time.perf_counter()
-    for step in range(a.steps):
+    for step in range(first_step, a.steps):
         opt.zero_grad(set_to_none=True)
         ids, targets = samples(data, a.data_seed, step * a.batch + first, count, a.context)
         logits = model(ids)
@@ -226,13 +257,15 @@ def train_fsdp(a, model, data, world):
         dist.all_reduce(total)
         if rank == 0:
             print(f"peer: step {step + 1} loss {total.item():.12f}", flush=True)
+        if step + 1 == a.dcp_at and a.torch_dcp_dir:
+            save_torch_dcp(model, opt, a.torch_dcp_dir)
     report(a, rank, start, global_tokens)
 
 
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mesh", default="2x2")
-    p.add_argument("--weights", required=True, help="torch.save file of the initial state dict")
+    p.add_argument("--weights", default="", help="torch.save file of the initial state dict")
     p.add_argument("--corpus", default="/usr/share/common-licenses/GPL-3")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=8)
@@ -256,15 +289,21 @@ def main():
                    help="--fsdp: MixedPrecisionPolicy param_dtype (gather and compute in it; shards stay --dtype)")
     p.add_argument("--reduce_dtype", choices=("", "bfloat16", "float32", "float64"), default="",
                    help="--fsdp: MixedPrecisionPolicy reduce_dtype (the reduce-scatter's dtype)")
+    p.add_argument("--torch_dcp_dir", default="", help="--fsdp: after step --dcp_at, dcp.save under torch's own names")
+    p.add_argument("--torch_dcp_resume", default="", help="--fsdp: first load this DCP checkpoint of torch's names")
     a = p.parse_args()
     if a.grads_steps > 0 and not a.grads_dir:
         p.error("--grads_steps needs --grads_dir")
-    if a.dcp_at > 0 and not a.dcp_dir:
-        p.error("--dcp_at needs --dcp_dir")
+    if a.dcp_at > 0 and not (a.dcp_dir or a.torch_dcp_dir):
+        p.error("--dcp_at needs --dcp_dir (or --torch_dcp_dir)")
+    if not a.weights and not a.torch_dcp_resume:
+        p.error("--weights is needed (unless --torch_dcp_resume loads the model)")
+    if (a.torch_dcp_dir or a.torch_dcp_resume) and not a.fsdp:
+        p.error("--torch_dcp_dir and --torch_dcp_resume go with --fsdp")
     torch.set_num_threads(a.threads)
     dp, tp = (int(x) for x in a.mesh.split("x"))
-    if a.fsdp and (tp != 1 or a.grads_steps > 0 or a.dcp_at > 0):
-        p.error("--fsdp trains data parallel only (--mesh=Nx1), without --grads_steps or --dcp_at")
+    if a.fsdp and (tp != 1 or a.grads_steps > 0 or a.dcp_dir):
+        p.error("--fsdp trains data parallel only (--mesh=Nx1), without --grads_steps or --dcp_dir")
     if (a.param_dtype or a.reduce_dtype) and not a.fsdp:
         p.error("--param_dtype and --reduce_dtype apply to --fsdp")
     dist.init_process_group("gloo")
@@ -272,8 +311,8 @@ def main():
     data = torch.tensor(list(open(a.corpus, "rb").read()), dtype=torch.long)
 
     model = Gpt(256, a.dim, a.heads, a.layers, a.context, a.mlp).to(getattr(torch, a.dtype))
-    state = torch.load(a.weights, weights_only=True)
-    model.load_state_dict(state, strict=True)
+    if a.weights:
+        model.load_state_dict(torch.load(a.weights, weights_only=True), strict=True)
     if a.fsdp:
         train_fsdp(a, model, data, dp)
         dist.destroy_process_group()

@@ -72,6 +72,10 @@ ABSL_FLAG(std::string, mesh, "2x2",
 ABSL_FLAG(std::string, corpus, shardlight::simulate::kDefaultCorpus, "--job=lm: the text file to train on (bytes)");
 ABSL_FLAG(int, batch, 8, "--job=lm: global samples per step, >= the DP size");
 ABSL_FLAG(int, save_at, -1, "--job=lm: save the checkpoint after this step (0: the initial weights; -1: the end)");
+ABSL_FLAG(std::string, save_format, "shardlight",
+          "--job=lm: the save at --save_at as shardlight's checkpoint, or torch_dcp: a PyTorch DCP directory under "
+          "torch's own names (model., optim.state., optim.param_groups.) for a PyTorch FSDP2 run to load "
+          "(--strategy=fsdp or ddp)");
 ABSL_FLAG(int, lm_dim, 96, "--job=lm: model width");
 ABSL_FLAG(int, lm_heads, 12, "--job=lm: attention heads (the TP size must divide them)");
 ABSL_FLAG(int, lm_layers, 2, "--job=lm: decoder blocks");
@@ -218,6 +222,7 @@ int Main() {
     lm_job.corpus = absl::GetFlag(FLAGS_corpus);
     lm_job.batch = absl::GetFlag(FLAGS_batch);
     lm_job.save_at = absl::GetFlag(FLAGS_save_at);
+    lm_job.save_format = absl::GetFlag(FLAGS_save_format);
     lm_job.model.dim = absl::GetFlag(FLAGS_lm_dim);
     lm_job.model.heads = absl::GetFlag(FLAGS_lm_heads);
     lm_job.model.layers = absl::GetFlag(FLAGS_lm_layers);
