@@ -14,7 +14,7 @@
 #   bash tools/bench/s3_compare.sh [--workloads=size:0.5,size:2,count:100000] [--repeats=R] [--world=W]
 #
 # Needs the torch 2.x environment of tools/setup.sh --torch2 (torch, boto3,
-# s3fs) and SeaweedFS (tools/setup.sh). The defaults take ~20 minutes on a
+# s3fs) and SeaweedFS (tools/setup.sh). The defaults take ~1 h 45 min on a
 # 2-core machine and want it idle; --workloads=size:0.5 --repeats=1 is a quick look.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
