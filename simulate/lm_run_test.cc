@@ -230,6 +230,11 @@ TEST(LmRunTest, ResumesFromADcpCheckpointOnAnotherMesh) {
       }
     }
   }
+  // The step is a value (the Trainer saves it so): it goes with the weights.
+  for (const auto& [name, value] : dense->values()) {
+    ASSERT_TRUE(weights.InsertValue(name, value).ok());
+    ASSERT_TRUE(no_head.InsertValue(name, value).ok());
+  }
   ASSERT_TRUE(SaveDcp(weights, partial.path()).ok());
   job.checkpoint_dir = partial.path();
   job.steps = 6;
