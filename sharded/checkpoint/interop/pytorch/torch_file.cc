@@ -152,6 +152,7 @@ class Walker {
       }
       auto value = PlainValueOf(g_, id);
       if (!value.ok()) return NotCarried(path, value.status().message());
+      if (absl::Status s = value->Validate(); !s.ok()) return NotCarried(path, s.message());
       const int64_t bytes = static_cast<int64_t>(value->Repr().size());
       if (bytes > values_left_) {
         return NotCarried(path, absl::StrCat("its text takes ", bytes, " bytes, more than the ", values_left_,
@@ -314,6 +315,11 @@ absl::Status CarryAll(const PickleGraph& graph, const SelectOptions& options, Wa
     out.structure = PlainValue::Dict({PlainValue::Str("version"), PlainValue::Int(1), PlainValue::Str("lightning"),
                                       PlainValue::Bool(out.lightning), PlainValue::Str("prefix"),
                                       PlainValue::Str(options.key_prefix), PlainValue::Str("tree"), std::move(tree)});
+    // A record the index could not hold (the fuzzer found one) fails the
+    // import by name instead of writing an invalid value.
+    if (absl::Status s = out.structure->Validate(); !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("the pickle's nesting cannot be recorded: ", s.message()));
+    }
   }
   return absl::OkStatus();
 }
