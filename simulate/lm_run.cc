@@ -165,6 +165,7 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
     fsdp.units = GptModel::FsdpUnits(o.model);
     fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward and prefetch: their defaults, on
     fsdp.on_unit_forward = o.fsdp_on_unit_forward;
+    fsdp.on_unit_collective = o.fsdp_on_unit_collective;
     // Checked in the setup (CheckLmMixedPrecision): the names parse.
     if (!o.param_dtype.empty()) fsdp.param_dtype = *lightning::ParseFloatDtype(o.param_dtype, "param_dtype");
     if (!o.reduce_dtype.empty()) fsdp.reduce_dtype = *lightning::ParseFloatDtype(o.reduce_dtype, "reduce_dtype");
@@ -234,6 +235,14 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
         "save_format torch_dcp saves at save_at (>= 0, not ", o.save_at, ") under fsdp or ddp (not ", o.strategy,
         "): torch.optim.AdamW over whole parameters is what it names"));
   }
+  if (setup.ok() && (o.checkpoint_every < 0 || o.keep_last < 0)) {
+    setup = absl::InvalidArgumentError(absl::StrCat("checkpoint_every (", o.checkpoint_every, ") and keep_last (",
+                                                    o.keep_last, ") must be >= 0"));
+  }
+  if (setup.ok() && o.keep_last > 0 && o.save_at >= 0) {
+    setup = absl::InvalidArgumentError(absl::StrCat("save_at ", o.save_at, " saves a plain checkpoint into checkpoint_dir, "
+                                                    "which keep_last ", o.keep_last, " makes a checkpoint root"));
+  }
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 
   MeshPtr mesh;  // model_parallel's; fsdp and ddp lay the model out over the world
@@ -252,6 +261,8 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   trainer.max_steps = o.steps;
   trainer.seed = o.seed;
   trainer.checkpoint_dir = o.checkpoint_dir;
+  trainer.checkpoint_every = o.checkpoint_every;
+  trainer.keep_last = o.keep_last;
   trainer.resume = o.resume;
   trainer.save_last = o.save_at < 0;  // the end's save is the Trainer's; one at save_at is the callback's
   trainer.gradient_clip_norm = o.clip_norm;

@@ -29,7 +29,8 @@
 // (naming the key) for a checkpoint of another model shape; InvalidArgument
 // for grads_steps > 0 without grads_dir; InvalidArgument for a save_format
 // other than shardlight or torch_dcp, and torch_dcp under model_parallel or
-// without a save_at >= 0.
+// without a save_at >= 0; InvalidArgument for a negative checkpoint_every or
+// keep_last, or keep_last > 0 with a save_at >= 0.
 #ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
 #define SHARDLIGHT_SIMULATE_LM_RUN_H_
 
@@ -64,6 +65,11 @@ struct LmJobOptions {
   // unsharded parameters on entering its forward). Called on each rank's
   // own thread.
   std::function<void(const std::string& unit, int64_t unsharded_bytes)> fsdp_on_unit_forward;
+  // fsdp with fsdp_per_unit, for fault tools: FsdpOptions::on_unit_collective
+  // ("all-gather" or "reduce-scatter", the unit, the 0-based step), called
+  // as the rank enters that collective (tools/train --die_in kills the
+  // process there).
+  std::function<void(const std::string& collective, const std::string& unit, int64_t step)> fsdp_on_unit_collective;
   // fsdp only: the mixed-precision policy (FsdpOptions::param_dtype,
   // reduce_dtype; FSDP2's MixedPrecisionPolicy) by name -- "bf16",
   // "fp32", torch's "bfloat16", ... (lightning::ParseFloatDtype); "": the
@@ -81,6 +87,12 @@ struct LmJobOptions {
   lightning::tp::AdamWOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
   double clip_norm = 1.0;
   std::string checkpoint_dir;  // empty: no checkpoint, no resume
+  // The Trainer's periodic saves (TrainerOptions::checkpoint_every, keep_last):
+  // every this many steps (0: none in between); keep_last > 0 makes
+  // checkpoint_dir a checkpoint root of step-N/ checkpoints keeping the
+  // newest keep_last (then save_at must be -1: its save is a plain one).
+  int64_t checkpoint_every = 0;
+  int keep_last = 0;
   // Save after this global step (0: before training -- the initial weights);
   // -1: after the last step. A run that resumed at this step does not save
   // it again.

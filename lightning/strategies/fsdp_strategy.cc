@@ -220,6 +220,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       }
     } else if (e.op == Event::Op::kGather) {
       if (e.kind == Event::Kind::kIssue) {
+        if (!flag && options_.on_unit_collective) options_.on_unit_collective("all-gather", units_[e.unit].name, step_);
         for (size_t i : units_[e.unit].buckets) {
           auto w = fsdp_internal::IssueGather(*pg_, buckets_[i], flag, op);
           if (!w.ok()) {
@@ -244,6 +245,9 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       }
     } else if (e.kind == Event::Kind::kIssue) {
       reduce_flagged_ = false;
+      if (!flag && options_.on_unit_collective) {
+        options_.on_unit_collective("reduce-scatter", units_[e.unit].name, step_);
+      }
       for (size_t i : units_[e.unit].buckets) {
         auto got = fsdp_internal::ReduceBucket(*pg_, buckets_[i], flag, reduce_scatter_, op);
         if (!got.ok()) {

@@ -144,6 +144,13 @@ struct FsdpOptions {
   // For tests and tools: called after each all-gather with the unit's name,
   // the dtype its elements travelled in and the bytes this rank received.
   std::function<void(const std::string& unit, c10::ScalarType dtype, int64_t bytes)> on_all_gather;
+  // Per-unit, for tests and fault tools (a fault at an exact point of the
+  // schedule): called on this rank's thread as it enters a named unit's
+  // collective -- "all-gather" (forward and backward; with prefetch where it
+  // is issued) or "reduce-scatter" -- before issuing it, with the unit's name
+  // and the step (0-based, BeforeStep's). Not for the root's collectives, nor
+  // on a rank walking the rest of a step that stopped.
+  std::function<void(const std::string& collective, const std::string& unit, int64_t step)> on_unit_collective;
 };
 
 class FsdpStrategy : public Strategy {

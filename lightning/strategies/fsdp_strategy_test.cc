@@ -400,6 +400,45 @@ TEST(FsdpStrategyTest, PerUnitHoldsOneUnitUnshardedAtATimeInForward) {
   }
 }
 
+// FsdpOptions::on_unit_collective, the point fault tools kill a rank at
+// (tools/train --die_in): every rank sees each named unit's all-gathers and
+// reduce-scatters of each step, in the schedule's order (with prefetch the
+// backward's next all-gather is issued before the reduce-scatter), with the
+// step; the root's collectives are not reported.
+TEST(FsdpStrategyTest, PerUnitCollectiveHookSeesEachUnitCollectiveInOrder) {
+  for (int w : {1, 3}) {
+    for (bool prefetch : {false, true}) {
+      SimulatedCluster cluster(w);
+      auto seen = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<std::vector<std::string>> {
+        std::vector<std::string> calls;
+        FsdpOptions options{{"blocks.0", "blocks.1"}};
+        options.per_unit = true;
+        options.prefetch = prefetch;
+        options.on_unit_collective = [&calls](const std::string& collective, const std::string& unit, int64_t step) {
+          calls.push_back(absl::StrCat(collective, " ", unit, " ", step));
+        };
+        SL_RETURN_IF_ERROR(Train(ctx, std::make_shared<FsdpStrategy>(options), 2).status());
+        return calls;
+      });
+      ASSERT_TRUE(seen.ok()) << seen.status();
+      std::vector<std::string> want;
+      for (int step : {0, 1}) {
+        const auto add = [&](const char* collective, const char* unit) {
+          want.push_back(absl::StrCat(collective, " ", unit, " ", step));
+        };
+        add("all-gather", "blocks.0");
+        add("all-gather", "blocks.1");
+        add("all-gather", "blocks.1");  // the backward's
+        if (prefetch) add("all-gather", "blocks.0");
+        add("reduce-scatter", "blocks.1");
+        if (!prefetch) add("all-gather", "blocks.0");
+        add("reduce-scatter", "blocks.0");
+      }
+      for (const auto& calls : *seen) EXPECT_EQ(calls, want) << "W=" << w << " prefetch " << prefetch;
+    }
+  }
+}
+
 // A rank whose TrainingStep fails in the middle of the forward (after
 // blocks.0) leaves no peer in blocks.1's all-gather: it joins the rest of the
 // schedule with its failure flag, every rank stops at the same collective,

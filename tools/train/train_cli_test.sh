@@ -38,6 +38,13 @@ expect_exit 2 "--param_dtype (fsdp's mixed-precision policy) applies to the fsdp
 expect_exit 2 "--reduce_dtype: 'int8' is not a floating dtype" --job=lm --mesh=2x1 --strategy=fsdp --reduce_dtype=int8
 expect_exit 2 "--param_dtype and --reduce_dtype apply to --job=lm --strategy=fsdp; --job=main would ignore them" \
   --param_dtype=bf16
+expect_exit 2 "--die_in applies to --job=lm --strategy=fsdp with --fsdp_per_unit" --die_in=all-gather:rank=0,step=1,unit=block0
+expect_exit 2 "--die_in names the unit 'block9', not one of block0, block1" \
+  --job=lm --mesh=1x1 --strategy=fsdp --die_in=all-gather:rank=0,step=1,unit=block9
+expect_exit 2 "--die_in: 'reduce-scatter:rank=0,step=1,unit=block0,n=2' has n '2'" \
+  --job=lm --mesh=1x1 --strategy=fsdp --die_in=reduce-scatter:rank=0,step=1,unit=block0,n=2
+expect_exit 2 "--save_at saves a plain checkpoint, which --keep_last's checkpoint root cannot hold" \
+  --job=lm --mesh=1x1 --save_at=1 --keep_last=2 --checkpoint_dir="$tmp/lm_root"
 
 # Issue 15, defect 8: a rerun of a finished run has nothing to do; another
 # run's checkpoint is refused unless asked for (one process, a free port).

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 #include <ATen/Parallel.h>
 
@@ -36,6 +37,7 @@
 #include "flags/strict_flags.h"
 #include "simulate/lm_run.h"
 #include "simulate/mesh_run.h"
+#include "tools/train/die_in.h"
 #include "tools/train/lm_job.h"
 #include "simulate/training_run.h"
 
@@ -96,6 +98,10 @@ ABSL_FLAG(std::string, param_dtype, "",
           "this dtype (bf16, fp32, ...; torch's names too) while AdamW steps the --lm_dtype shards; empty: --lm_dtype");
 ABSL_FLAG(std::string, reduce_dtype, "",
           "--job=lm --strategy=fsdp: sum the gradients in this dtype (fp32, bf16, ...); empty: --lm_dtype");
+ABSL_FLAG(std::string, die_in, "",
+          "--job=lm --strategy=fsdp (per-unit), a fault for tests: the named rank kills itself (SIGKILL) as it enters "
+          "one unit collective -- all-gather:rank=R,step=K,unit=U[,n=N] (N: 1 the forward's, 2 the backward's) or "
+          "reduce-scatter:rank=R,step=K,unit=U (K from 0, as errors name steps; U: block0, block1, ...)");
 ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
@@ -198,9 +204,11 @@ int Main() {
     if (!shape.ok()) return BadUsage(absl::StrCat("--mesh: ", shape.status().message()));
     if (shape->size() != 2) return BadUsage(absl::StrCat("--mesh=", absl::GetFlag(FLAGS_mesh), " must be DPxTP (2-d)"));
     if (absl::GetFlag(FLAGS_device) != "cpu") return BadUsage("--job=lm runs on --device=cpu only");
-    if (!absl::GetFlag(FLAGS_fault).empty() || run.checkpoint_every != 0 || run.keep_last != 0 || run.async_checkpoint) {
-      return BadUsage("--job=lm takes no --fault, --checkpoint_every, --keep_last or --async_checkpoint");
+    if (!absl::GetFlag(FLAGS_fault).empty() || run.async_checkpoint) {
+      return BadUsage("--job=lm takes no --fault or --async_checkpoint");
     }
+    lm_job.checkpoint_every = run.checkpoint_every;
+    lm_job.keep_last = run.keep_last;
     lm_job.mesh_shape = *shape;
     lm_job.strategy = absl::GetFlag(FLAGS_strategy);
     if (auto checked = simulate::CheckLmStrategy(lm_job.strategy, lm_job.mesh_shape); !checked.ok()) {
@@ -239,6 +247,9 @@ int Main() {
     if (lm_job.grads_steps > 0 && lm_job.grads_dir.empty()) return BadUsage("--lm_grads_steps needs --lm_grads_dir");
     if (lm_job.save_at < -1) return BadUsage("--save_at must be >= -1");
     if (lm_job.save_at >= 0 && run.checkpoint_dir.empty()) return BadUsage("--save_at needs --checkpoint_dir");
+    if (lm_job.save_at >= 0 && run.keep_last > 0) {
+      return BadUsage("--save_at saves a plain checkpoint, which --keep_last's checkpoint root cannot hold");
+    }
   }
   simulate::MeshJobOptions mesh_job;
   if (job == "mesh") {
@@ -278,6 +289,24 @@ int Main() {
     }
     if (plan->step > steps) return BadUsage(absl::StrCat("--fault step ", plan->step, " is after --steps=", steps));
     run.fault = *plan;
+  }
+  if (const std::string die_in = absl::GetFlag(FLAGS_die_in); !die_in.empty()) {
+    auto die = ParseDieIn(die_in);
+    if (!die.ok()) return BadUsage(absl::StrCat("--die_in: ", die.status().message()));
+    if (job != "lm" || lm_job.strategy != "fsdp" || !lm_job.fsdp_per_unit) {
+      return BadUsage("--die_in applies to --job=lm --strategy=fsdp with --fsdp_per_unit (its unit collectives)");
+    }
+    if (die->rank >= placement->world_size) {
+      return BadUsage(absl::StrCat("--die_in names rank ", die->rank, " of a ", placement->world_size, "-rank job"));
+    }
+    if (die->step >= steps) {
+      return BadUsage(absl::StrCat("--die_in step ", die->step, " (from 0) is not before --steps=", steps));
+    }
+    const std::vector<std::string> units = simulate::GptModel::FsdpUnits(lm_job.model);
+    if (std::find(units.begin(), units.end(), die->unit) == units.end()) {
+      return BadUsage(absl::StrCat("--die_in names the unit '", die->unit, "', not one of ", absl::StrJoin(units, ", ")));
+    }
+    lm_job.fsdp_on_unit_collective = DieInHook(*die, placement->rank);
   }
 
   lightning::cluster::DistributedOptions dist;
