@@ -3,6 +3,7 @@
 #include <ATen/core/grad_mode.h>
 
 #include <iostream>
+#include <optional>
 #include <unordered_set>
 #include <utility>
 
@@ -656,28 +657,19 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
   sharded::StateDict model;
   sharded::StateDict target;
   SL_RETURN_IF_ERROR(FreshModelState(module, &model, &target));
-  // What the checkpoint holds, by rank 0's read, shared: its tensor keys and
-  // its step (an int entry "step", "trainer.step" or "global_step").
-  std::string mine;
-  const absl::Status read = sharded::NoThrow([&]() -> absl::Status {
-    if (pg.getRank() != 0) return absl::OkStatus();
-    ckpt::Storage& storage = ckpt::StorageOrDefault(options_.save_options.storage.get());
-    SL_ASSIGN_OR_RETURN(const ckpt::dcp::DcpMetadata md, ckpt::dcp::ReadDcpMetadata(dir, storage));
-    SL_ASSIGN_OR_RETURN(const auto values, ckpt::dcp::ReadDcpValues(dir, storage, md));
-    std::string found_step = "-";
-    for (const char* name : {"trainer.step", "step", "global_step"}) {
-      for (const auto& v : values) {
-        if (found_step == "-" && v.key == name && v.integer.has_value()) found_step = std::to_string(*v.integer);
-      }
+  // What the checkpoint holds, from the listing (read once, by rank 0, and
+  // shared): its tensor keys and its step (an int value "trainer.step",
+  // "step" or "global_step", the first of these names found).
+  std::unordered_set<std::string> keys;
+  for (const NamedTensor& t : listing.tensors) keys.insert(t.key);
+  std::optional<int64_t> saved_step;
+  for (const char* name : {"trainer.step", "step", "global_step"}) {
+    for (const auto& [key, value] : listing.values) {
+      const bool is_int = value.kind() == sharded::PlainValue::Kind::kInt ||
+                          value.kind() == sharded::PlainValue::Kind::kBool;
+      if (!saved_step.has_value() && key == name && is_int) saved_step = value.integer();
     }
-    mine = found_step;
-    for (const auto& t : md.tensors) absl::StrAppend(&mine, "\n", t.key);
-    return absl::OkStatus();
-  });
-  SL_ASSIGN_OR_RETURN(const std::vector<std::string> all,
-                      sharded::AgreeAndGather(pg, {read, 0, mine}, {absl::StrCat("resume from '", dir, "'")}));
-  const std::vector<std::string> lines = absl::StrSplit(all[0], '\n');
-  const std::unordered_set<std::string> keys(lines.begin() + 1, lines.end());
+  }
   std::vector<std::string> missing;
   for (const auto& [key, value] : target.entries()) {
     if (keys.count(key) == 0) missing.push_back(key);
@@ -703,14 +695,13 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
               << "'): skipped, the optimizer starts fresh\n";
   }
   // The step as an int64 [1] tensor "trainer.step" (what this Trainer saves) loads like the state.
-  const bool step_tensor = lines[0] == "-" && keys.count("trainer.step") > 0;
+  const bool step_tensor = !saved_step.has_value() && keys.count("trainer.step") > 0;
   if (step_tensor) SL_RETURN_IF_ERROR(target.Insert("trainer.step", step));
-  if (lines[0] != "-") {
-    int64_t saved_step = 0;
-    if (!absl::SimpleAtoi(lines[0], &saved_step) || saved_step < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("the PyTorch DCP checkpoint in '", dir, "' has step ", lines[0]));
+  if (saved_step.has_value()) {
+    if (*saved_step < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("the PyTorch DCP checkpoint in '", dir, "' has step ", *saved_step));
     }
-    step.fill_(saved_step);
+    step.fill_(*saved_step);
   } else if (!step_tensor && pg.getRank() == 0) {
     std::cout << "resume: the PyTorch DCP checkpoint in " << dir
               << " has no step (an int \"step\", \"trainer.step\" or \"global_step\"): training starts at step 0\n";
