@@ -2,8 +2,10 @@
 // passes a logging front (sharded/checkpoint/storage/s3/testing/s3_front.py, one port per rank) on its
 // way to a real SeaweedFS on loopback. A resharding load issues ranged GETs
 // for exactly the byte ranges each rank's shards overlap, several in flight
-// per rank; a large data file goes up as a multipart upload with parts in
-// flight together; small entries go up in one object per rank. Loads are
+// per rank, ranges a small gap apart joined into one GET (a load of many
+// small tensors makes a few GETs, not one per tensor); a large data file
+// goes up as a multipart upload with parts in flight together; small
+// entries go up in one object per rank. Loads are
 // right at several world sizes with uneven and empty shards, and transient
 // faults (503 SlowDown, 500, dropped connections) at the front are retried
 // through a whole save and load. Persistent faults and a skewed clock fail
@@ -237,6 +239,61 @@ TEST_F(S3TransferTest, LargeFilesUploadPartsInParallelSmallEntriesGoInOneObject)
   EXPECT_EQ(data_puts, static_cast<int>(data_objects.size())) << "one PUT per data object";
   EXPECT_LE(data_objects.size(), 2u);
   EXPECT_GE(data_objects.size(), 1u);
+}
+
+// 1500 small tensors, every other one dense: the save's rank 0 file holds
+// the dense ones between its own shards, so a rank loading at another world
+// size wants ranges of that file a few dozen bytes apart. Saved at W=2 and
+// loaded at W=3 through the front: every value arrives, and each rank's
+// GETs of the data files are a handful (ranges a small gap apart share
+// one), where the same load joining only touching ranges
+// (read_join_gap_bytes = 0) costs a rank a GET per dense tensor.
+TEST_F(S3TransferTest, ManySmallTensorsLoadInAFewJoinedGets) {
+  constexpr int kTensors = 1500;
+  const auto small = [](int world) {
+    std::vector<testing::TensorSpec> specs;
+    for (int i = 0; i < kTensors; ++i) {
+      specs.push_back({absl::StrCat("t", i), {6, 4}, c10::ScalarType::Float,
+                       i % 2 ? std::optional<ShardingSpec>(ChunkShardingSpec::OnRanks(0, world)) : std::nullopt});
+    }
+    return specs;
+  };
+  const std::string dir = Url("many");
+  auto saving = std::make_shared<s3::S3Storage>(client_);
+  ExpectAllOk(OnEveryRank(2, {saving}, [&](RankContext& ctx, auto s) { return Save(small(2), 9, dir, ctx, s); }),
+              "save");
+
+  // Each rank's ranged GETs of the data files, loading with `options`.
+  const auto load_counting_gets = [&](s3::S3StorageOptions options) {
+    std::unique_ptr<S3Front> front = Front(3);
+    std::vector<int> gets(3, 0);
+    if (front == nullptr) return gets;
+    std::vector<std::shared_ptr<Storage>> per_rank;
+    for (int r = 0; r < 3; ++r) per_rank.push_back(Through(*front, r, options));
+    ExpectAllOk(OnEveryRank(3, per_rank, [&](RankContext& ctx, auto s) { return LoadAndCheck(small(3), 9, dir, ctx, s); }),
+                absl::StrCat("load with read_join_gap_bytes ", options.read_join_gap_bytes));
+    for (const Exchange& e : front->Log()) {
+      for (int r = 0; r < 3; ++r) {
+        if (e.port == front->ports()[r] && e.method == "GET" && absl::StrContains(e.path, "/many/data-")) ++gets[r];
+      }
+    }
+    return gets;
+  };
+  const std::vector<int> joined = load_counting_gets({});
+  std::vector<int> unjoined;
+  {
+    s3::S3StorageOptions options;
+    options.read_join_gap_bytes = 0;
+    unjoined = load_counting_gets(options);
+  }
+  for (int r = 0; r < 3; ++r) {
+    std::fprintf(stderr, "rank %d: %d GETs of the data files joined, %d with gap 0\n", r, joined[r], unjoined[r]);
+    // Two data files: a header read and a few pieces each.
+    EXPECT_LE(joined[r], 8) << "rank " << r << " made a GET per few tensors, not per few MiB";
+  }
+  // Rank 2 needs none of rank 0's shards: every dense tensor is a range of
+  // its own there.
+  EXPECT_GE(unjoined[2], kTensors / 2) << "the control load joined ranges across gaps: the test shows nothing";
 }
 
 // 503 SlowDown on every third GET, 500 on every fourth HEAD and a dropped

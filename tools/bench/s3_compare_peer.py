@@ -2,7 +2,7 @@
 S3 server as shardlight's side (the AWS_* variables say where):
 
   torchrun --nproc_per_node=W s3_compare_peer.py --workload=size:0.5|count:N \
-      --bucket=BUCKET --prefix=PREFIX --repeats=R
+      --bucket=BUCKET --prefix=PREFIX --repeats=R [--systems=boto3,dcp]
 
 * boto3: each rank's saved bytes (its shards, and on rank 0 the dense
   tensors: what its shardlight data file holds) uploaded as one object with
@@ -57,7 +57,11 @@ def main():
     p.add_argument("--bucket", required=True)
     p.add_argument("--prefix", required=True)
     p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--systems", default="boto3,dcp", help="which peers run: boto3, dcp or both")
     args = p.parse_args()
+    systems = set(args.systems.split(","))
+    if not systems or not systems <= {"boto3", "dcp"}:
+        raise SystemExit(f"s3_compare_peer: --systems={args.systems}: name boto3, dcp or both")
     dist.init_process_group("gloo")
     torch.set_num_threads(1)
     world, rank = dist.get_world_size(), dist.get_rank()
@@ -72,18 +76,20 @@ def main():
     config = TransferConfig()
     data = saved_bytes(state, rank)
     for r in range(args.repeats):
-        key = f"{args.prefix}/boto3-{r}/rank-{rank}"
-        best("boto3.save", timed(lambda: s3.upload_fileobj(io.BytesIO(data), args.bucket, key, Config=config)))
-        out = io.BytesIO()
-        best("boto3.load", timed(lambda: s3.download_fileobj(args.bucket, key, out, Config=config)))
-        if out.getvalue() != data:
-            raise SystemExit(f"s3_compare_peer: rank {rank}: boto3 read back other bytes")
+        if "boto3" in systems:
+            key = f"{args.prefix}/boto3-{r}/rank-{rank}"
+            best("boto3.save", timed(lambda: s3.upload_fileobj(io.BytesIO(data), args.bucket, key, Config=config)))
+            out = io.BytesIO()
+            best("boto3.load", timed(lambda: s3.download_fileobj(args.bucket, key, out, Config=config)))
+            if out.getvalue() != data:
+                raise SystemExit(f"s3_compare_peer: rank {rank}: boto3 read back other bytes")
 
-        url = f"s3://{args.bucket}/{args.prefix}/dcp-{r}"
-        best("dcp.save", timed(lambda: dcp.save(state, checkpoint_id=url)))
-        zero(state)
-        best("dcp.load", timed(lambda: dcp.load(state, checkpoint_id=url)))
-        check(args.workload, mesh, state)
+        if "dcp" in systems:
+            url = f"s3://{args.bucket}/{args.prefix}/dcp-{r}"
+            best("dcp.save", timed(lambda: dcp.save(state, checkpoint_id=url)))
+            zero(state)
+            best("dcp.load", timed(lambda: dcp.load(state, checkpoint_id=url)))
+            check(args.workload, mesh, state)
     if rank == 0:
         for name, seconds in sorted(results.items()):
             system, metric = name.split(".")

@@ -176,10 +176,16 @@ absl::StatusOr<HttpResponse> S3Client::Send(const Call& call) {
     request.connect_timeout = options_.connect_timeout;
     request.stall_timeout = options_.stall_timeout;
     request.total_timeout = std::max(deadline - absl::Now(), absl::Milliseconds(1));
+    const absl::Time sent_at = absl::Now();
     HttpResponse response = http_.Perform(request);
     if (trace_) {
-      std::fprintf(stderr, "s3: %s %s attempt %d -> %ld%s%s\n", call.method.c_str(), url.c_str(), attempt,
-                   response.status, response.transport_error.empty() ? "" : " ", response.transport_error.c_str());
+      // When it started (Unix seconds) and how long it took: a save's or a
+      // load's requests, laid side by side, show where its time goes.
+      std::fprintf(stderr, "s3: %.6f %8.3f ms %s %s attempt %d -> %ld, %zu bytes up, %lld down%s%s\n",
+                   absl::ToDoubleSeconds(sent_at - absl::UnixEpoch()), absl::ToDoubleMilliseconds(absl::Now() - sent_at),
+                   call.method.c_str(), url.c_str(), attempt, response.status, call.body.size(),
+                   static_cast<long long>(response.sink_bytes + static_cast<int64_t>(response.body.size())),
+                   response.transport_error.empty() ? "" : " ", response.transport_error.c_str());
     }
 
     bool transient = false;

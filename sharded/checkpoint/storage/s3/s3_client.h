@@ -29,7 +29,9 @@
 // counts as success when it matches.
 //
 // Thread-safe: one client serves every thread of a process. With
-// SHARDLIGHT_S3_TRACE set, each attempt's method, URL and status go to stderr.
+// SHARDLIGHT_S3_TRACE set, each attempt goes to stderr: when it started
+// (Unix seconds), how long it took, its method, URL and status, and the
+// bytes it moved.
 #ifndef SHARDLIGHT_SHARDED_CHECKPOINT_STORAGE_S3_S3_CLIENT_H_
 #define SHARDLIGHT_SHARDED_CHECKPOINT_STORAGE_S3_S3_CLIENT_H_
 

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "sharded/checkpoint/storage/s3/read_ranges.h"
 #include "sharded/status_macros.h"
 
 namespace shardlight::sharded::checkpoint::s3 {
@@ -22,18 +23,22 @@ absl::Status Prefixed(const absl::Status& s, absl::string_view what) {
 
 std::string DirPrefix(const std::string& key) { return key.empty() ? "" : key + "/"; }
 
-// Reads by ranged GETs. After a WillRead hint, the hinted ranges are cut
-// into pieces of at most `piece_bytes` and fetched ahead, `in_flight` at a
-// time (the pieces held, fetched or fetching, never exceed that); a read
-// the pieces cover is served from them, any other read is a GET of its own.
+// Reads by ranged GETs. After a WillRead hint, the hinted ranges are
+// joined across gaps of at most `join_gap` bytes and cut into pieces of at
+// most `piece_bytes` (read_ranges.h), each one GET, fetched ahead
+// `in_flight` at a time (the pieces held, fetched or fetching, never exceed
+// that); a read the pieces cover is served from them, any other read is a
+// GET of its own.
 class S3ReadFile : public StorageFile {
  public:
-  S3ReadFile(S3Client& client, S3Path where, std::string path, int64_t size, int64_t piece_bytes, int in_flight)
+  S3ReadFile(S3Client& client, S3Path where, std::string path, int64_t size, int64_t piece_bytes,
+             int64_t join_gap, int in_flight)
       : client_(client),
         where_(std::move(where)),
         path_(std::move(path)),
         size_(size),
         piece_bytes_(std::max<int64_t>(1, piece_bytes)),
+        join_gap_(std::max<int64_t>(0, join_gap)),
         in_flight_(std::max(1, in_flight)) {}
 
   absl::StatusOr<int64_t> Size() const override { return size_; }
@@ -61,24 +66,10 @@ class S3ReadFile : public StorageFile {
 
   void WillRead(std::vector<ByteRange> ranges) const override {
     pieces_.clear();  // waits for fetches in flight
-    std::sort(ranges.begin(), ranges.end());
-    std::vector<ByteRange> merged;
-    for (ByteRange r : ranges) {
-      r.first = std::max<int64_t>(r.first, 0);
-      r.second = std::min(r.second, size_);
-      if (r.second <= r.first) continue;
-      if (!merged.empty() && r.first <= merged.back().second) {
-        merged.back().second = std::max(merged.back().second, r.second);
-      } else {
-        merged.push_back(r);
-      }
-    }
-    for (const ByteRange& r : merged) {
-      for (int64_t at = r.first; at < r.second; at += piece_bytes_) {
-        pieces_.emplace_back();
-        pieces_.back().begin = at;
-        pieces_.back().end = std::min(r.second, at + piece_bytes_);
-      }
+    for (const ReadRange& get : JoinReadRanges(std::move(ranges), size_, join_gap_, piece_bytes_)) {
+      pieces_.emplace_back();
+      pieces_.back().begin = get.first;
+      pieces_.back().end = get.second;
     }
   }
 
@@ -159,6 +150,7 @@ class S3ReadFile : public StorageFile {
   const std::string path_;
   const int64_t size_;
   const int64_t piece_bytes_;
+  const int64_t join_gap_;
   const int in_flight_;
   mutable std::deque<Piece> pieces_;  // the hint's pieces not yet read past, in order
 };
@@ -346,7 +338,8 @@ absl::StatusOr<std::unique_ptr<StorageFile>> S3Storage::OpenForRead(const std::s
   absl::StatusOr<ObjectInfo> info = client_->HeadObject(where.bucket, where.key);
   if (!info.ok()) return Prefixed(info.status(), absl::StrCat("cannot open '", path, "'"));
   return std::unique_ptr<StorageFile>(new S3ReadFile(*client_, std::move(where), path, info->size,
-                                                     options_.read_piece_bytes, options_.reads_in_flight));
+                                                     options_.read_piece_bytes, options_.read_join_gap_bytes,
+                                                     options_.reads_in_flight));
 }
 
 absl::StatusOr<std::unique_ptr<StorageFile>> S3Storage::CreateNew(const std::string& path) {
