@@ -206,7 +206,7 @@ TEST(LmFsdpUnitsTest, MixedPrecisionHoldsBlocksInBf16) {
   EXPECT_GT(worst, 0);
   std::cout << "W=3 bf16/fp32 policy vs float32: largest relative loss difference " << worst << "\n";
   EXPECT_EQ(CheckLmMixedPrecision("ddp", "bf16", "").message(),
-            "param_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ddp");
+            "param_dtype (fsdp's mixed-precision policy) applies to the fsdp and hsdp strategies only, not ddp");
   EXPECT_EQ(CheckLmMixedPrecision("model_parallel", "", "fp32").message(),
             "reduce_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not model_parallel");
   EXPECT_NE(CheckLmMixedPrecision("fsdp", "int8", "").message().find("param_dtype: 'int8' is not a floating dtype"),

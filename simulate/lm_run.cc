@@ -160,7 +160,7 @@ absl::Status WithFullParameters(lightning::LightningModule& model, const std::fu
 
 std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, const MeshPtr& mesh,
                                                       lightning::ModelParallelStrategy::ReducedHook hook) {
-  if (o.strategy == "fsdp") {
+  if (o.strategy == "fsdp" || o.strategy == "hsdp") {
     lightning::FsdpOptions fsdp;
     fsdp.units = GptModel::FsdpUnits(o.model);
     fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward and prefetch: their defaults, on
@@ -168,6 +168,7 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
     // Checked in the setup (CheckLmMixedPrecision): the names parse.
     if (!o.param_dtype.empty()) fsdp.param_dtype = *lightning::ParseFloatDtype(o.param_dtype, "param_dtype");
     if (!o.reduce_dtype.empty()) fsdp.reduce_dtype = *lightning::ParseFloatDtype(o.reduce_dtype, "reduce_dtype");
+    if (o.strategy == "hsdp") return std::make_shared<lightning::FsdpStrategy>(lightning::FsdpStrategy::Hybrid(mesh, fsdp));
     return std::make_shared<lightning::FsdpStrategy>(fsdp);
   }
   if (o.strategy == "ddp") return std::make_shared<lightning::DdpStrategy>();
@@ -181,7 +182,7 @@ absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int6
     return absl::InvalidArgumentError(
         absl::StrCat("strategy '", strategy, "' is not one of ", absl::StrJoin(kLmStrategies, ", ")));
   }
-  if (strategy != "model_parallel" && mesh_shape.size() == 2 && mesh_shape[1] != 1) {
+  if (strategy != "model_parallel" && strategy != "hsdp" && mesh_shape.size() == 2 && mesh_shape[1] != 1) {
     return absl::InvalidArgumentError(absl::StrCat("the ", strategy, " strategy is data parallel only: the mesh must be ",
                                                    "Nx1, not ", absl::StrJoin(mesh_shape, "x")));
   }
@@ -192,9 +193,9 @@ absl::Status CheckLmMixedPrecision(const std::string& strategy, const std::strin
                                    const std::string& reduce_dtype) {
   for (const auto& [what, name] : {std::pair{"param_dtype", &param_dtype}, std::pair{"reduce_dtype", &reduce_dtype}}) {
     if (name->empty()) continue;
-    if (strategy != "fsdp") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ", strategy));
+    if (strategy != "fsdp" && strategy != "hsdp") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " (fsdp's mixed-precision policy) applies to the fsdp and hsdp strategies only, not ", strategy));
     }
     SL_RETURN_IF_ERROR(lightning::ParseFloatDtype(*name, what).status());
   }
@@ -213,10 +214,13 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (setup.ok()) setup = CheckLmStrategy(o.strategy, o.mesh_shape);
   if (setup.ok()) setup = CheckLmMixedPrecision(o.strategy, o.param_dtype, o.reduce_dtype);
   if (setup.ok()) setup = sharded::mesh::ValidateMeshShape(o.mesh_shape, ctx.world_size);
-  if (setup.ok()) setup = CheckGptOptions(o.model, o.mesh_shape[1]);
-  if (setup.ok() && o.batch < o.mesh_shape[0]) {
+  const bool hsdp = o.strategy == "hsdp";
+  if (setup.ok()) setup = CheckGptOptions(o.model, hsdp ? 1 : o.mesh_shape[1]);  // hsdp: no TP
+  // hsdp: every rank is data parallel.
+  const int64_t data_parallel = hsdp ? ctx.world_size : o.mesh_shape[0];
+  if (setup.ok() && o.batch < data_parallel) {
     setup = absl::InvalidArgumentError(
-        absl::StrCat("a global batch of ", o.batch, " cannot be split over ", o.mesh_shape[0], " data-parallel ranks"));
+        absl::StrCat("a global batch of ", o.batch, " cannot be split over ", data_parallel, " data-parallel ranks"));
   }
   if (setup.ok() && o.grads_steps > 0 && o.grads_dir.empty()) {
     setup = absl::InvalidArgumentError("saving the gradients of the first steps needs a directory (grads_dir)");
@@ -229,15 +233,15 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (setup.ok() && o.save_format != "shardlight" && o.save_format != "torch_dcp") {
     setup = absl::InvalidArgumentError(absl::StrCat("save_format '", o.save_format, "' is not shardlight or torch_dcp"));
   }
-  if (setup.ok() && o.save_format == "torch_dcp" && (model_parallel || o.save_at < 0)) {
+  if (setup.ok() && o.save_format == "torch_dcp" && (model_parallel || hsdp || o.save_at < 0)) {
     setup = absl::InvalidArgumentError(absl::StrCat(
         "save_format torch_dcp saves at save_at (>= 0, not ", o.save_at, ") under fsdp or ddp (not ", o.strategy,
         "): torch.optim.AdamW over whole parameters is what it names"));
   }
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 
-  MeshPtr mesh;  // model_parallel's; fsdp and ddp lay the model out over the world
-  if (model_parallel) {
+  MeshPtr mesh;  // model_parallel's and hsdp's; fsdp and ddp lay the model out over the world
+  if (model_parallel || hsdp) {
     SL_ASSIGN_OR_RETURN(mesh, sharded::mesh::DeviceMesh::Create(ctx, o.mesh_shape, "lm"));
   }
   GptModel model(o.model, o.adam);

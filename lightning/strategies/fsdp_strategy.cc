@@ -16,6 +16,7 @@
 #include "lightning/strategies/fsdp_unit.h"
 #include "lightning/strategies/fsdp_units.h"
 #include "lightning/strategies/gradient_reduction.h"
+#include "lightning/strategies/hsdp_checkpoint.h"
 #include "lightning/strategies/reduce_scatter.h"
 #include "sharded/agreement.h"
 #include "sharded/collectives.h"
@@ -51,11 +52,12 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   // `pg`: the group the shards live on (the world, or HSDP's shard group);
   // `replicate`: HSDP's replicate group, else null.
   FsdpRun(c10::intrusive_ptr<c10d::ProcessGroup> world, c10::intrusive_ptr<c10d::ProcessGroup> pg,
-          c10::intrusive_ptr<c10d::ProcessGroup> replicate, const FsdpOptions& options, std::vector<Bucket> buckets,
+          sharded::mesh::MeshPtr mesh, const FsdpOptions& options, std::vector<Bucket> buckets,
           std::vector<Unit> units)
       : world_(std::move(world)),
         pg_(std::move(pg)),
-        replicate_(std::move(replicate)),
+        mesh_(std::move(mesh)),
+        replicate_(mesh_ != nullptr ? mesh_->group(0) : c10::intrusive_ptr<c10d::ProcessGroup>()),
         options_(options),
         buckets_(std::move(buckets)),
         units_(std::move(units)) {
@@ -117,6 +119,32 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   // Every parameter back to its shard, without its full gradient.
   void Reshard() {
     for (Bucket& b : buckets_) fsdp_internal::ReshardBucket(b);
+  }
+
+  // HSDP: the shards (model and optimizer state, on the shard group) as
+  // their checkpoint views (hsdp_checkpoint.h).
+  absl::Status UseCheckpointViews(sharded::StateDict& dict) override {
+    replicated_.clear();
+    if (mesh_ == nullptr) return absl::OkStatus();
+    std::vector<std::pair<std::string, sharded::ShardedTensor>> held;
+    for (const auto& [key, value] : dict.entries()) {
+      const auto* st = std::get_if<sharded::ShardedTensor>(&value);
+      if (st != nullptr && st->process_group() == pg_) held.emplace_back(key, *st);
+    }
+    for (auto& [key, st] : held) {
+      SL_ASSIGN_OR_RETURN(sharded::ShardedTensor view, fsdp_internal::HsdpCheckpointView(st, *mesh_));
+      dict.Set(key, std::move(view));
+      replicated_.push_back(std::move(st));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status CompleteCheckpointLoad(absl::string_view op) override {
+    for (const sharded::ShardedTensor& st : replicated_) {
+      SL_RETURN_IF_ERROR(fsdp_internal::FillReplicas(st, *mesh_, absl::StrCat(op, " (hsdp replicas)")));
+    }
+    replicated_.clear();
+    return absl::OkStatus();
   }
 
   // fsdp_internal::UnitHooks: the module's forward and autograd reach the run.
@@ -418,7 +446,9 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
 
   c10::intrusive_ptr<c10d::ProcessGroup> world_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;         // the shards' group
+  sharded::mesh::MeshPtr mesh_;                       // HSDP only
   c10::intrusive_ptr<c10d::ProcessGroup> replicate_;  // HSDP only
+  std::vector<sharded::ShardedTensor> replicated_;    // the last UseCheckpointViews' originals
   FsdpOptions options_;
   bool probed_ = false;
   bool reduce_scatter_ = false;
@@ -563,8 +593,8 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
                                                       module.sharded_parameters().size(),
                                                       " parameters; this plan shards ", planned));
   }
-  auto run = std::make_unique<FsdpRun>(ctx.pg, groups.shard, groups.replicate, options_, std::move(buckets),
-                                       std::move(units));
+  auto run = std::make_unique<FsdpRun>(ctx.pg, groups.shard, hybrid_ ? hsdp_mesh_ : nullptr, options_,
+                                       std::move(buckets), std::move(units));
   run->Reshard();  // between steps each parameter is its shard
   return std::unique_ptr<StrategyRun>(std::move(run));
 }
