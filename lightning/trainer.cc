@@ -721,7 +721,9 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
   ckpt::LoadOptions load;
   load.strict = false;  // its other entries (another optimizer's state, metrics) are not this run's
   load.storage = options_.save_options.storage;
+  if (strategy_run_ != nullptr) SL_RETURN_IF_ERROR(strategy_run_->UseCheckpointViews(target));
   SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, dir, pg, load));
+  if (strategy_run_ != nullptr) SL_RETURN_IF_ERROR(strategy_run_->CompleteCheckpointLoad("resume"));
   const absl::Status loaded =
       sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
   SL_RETURN_IF_ERROR(sharded::Agree(pg, loaded, "resume"));

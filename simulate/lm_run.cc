@@ -24,6 +24,7 @@
 #include "lightning/strategies/ddp_strategy.h"
 #include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_strategy.h"
+#include "lightning/strategies/hsdp_checkpoint.h"
 #include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/tp/mesh_optimizer.h"
 #include "lightning/torch_checkpoint.h"
@@ -86,8 +87,10 @@ int64_t PeakRssBytes() {
 // the training time.
 class LmCallback : public lightning::Callback {
  public:
-  LmCallback(const LmJobOptions& o, GptModel& model, c10d::ProcessGroup& world, LmRankResult& result)
-      : o_(o), model_(model), world_(world), result_(result) {}
+  // `hsdp_mesh`: hsdp's (the save at save_at writes its checkpoint views), else null.
+  LmCallback(const LmJobOptions& o, GptModel& model, c10d::ProcessGroup& world, LmRankResult& result,
+             MeshPtr hsdp_mesh)
+      : o_(o), model_(model), world_(world), result_(result), hsdp_mesh_(std::move(hsdp_mesh)) {}
 
   absl::Status OnLoadCheckpoint(const lightning::TrainState& state, int64_t step, const std::string& dir) override {
     resumed_ = true;
@@ -131,6 +134,7 @@ class LmCallback : public lightning::Callback {
     }
     const at::Tensor step = at::full({1}, done, at::kLong);
     SL_ASSIGN_OR_RETURN(sharded::StateDict dict, lightning::TrainingStateDict(model_, *model_.optimizer(), step));
+    if (hsdp_mesh_ != nullptr) SL_RETURN_IF_ERROR(lightning::UseHsdpCheckpointViews(dict, *hsdp_mesh_));
     return sharded::checkpoint::SaveCheckpoint(dict, o_.checkpoint_dir, world_);
   }
 
@@ -138,6 +142,7 @@ class LmCallback : public lightning::Callback {
   GptModel& model_;
   c10d::ProcessGroup& world_;
   LmRankResult& result_;
+  MeshPtr hsdp_mesh_;
   bool resumed_ = false;
   std::chrono::steady_clock::time_point start_, end_;
 };
@@ -261,7 +266,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   trainer.gradient_clip_norm = o.clip_norm;
   trainer.strategy =
       StrategyOf(o, mesh, o.grads_steps > 0 ? lightning::ModelParallelStrategy::ReducedHook(save_grads) : nullptr);
-  auto callback = std::make_shared<LmCallback>(o, model, world, result);
+  auto callback = std::make_shared<LmCallback>(o, model, world, result, hsdp ? mesh : nullptr);
   std::vector<std::shared_ptr<lightning::Callback>> callbacks = {callback};
   const double global_tokens = static_cast<double>(o.batch * o.model.context);
   if (!o.log_dir.empty()) {

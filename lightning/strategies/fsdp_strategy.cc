@@ -126,17 +126,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   absl::Status UseCheckpointViews(sharded::StateDict& dict) override {
     replicated_.clear();
     if (mesh_ == nullptr) return absl::OkStatus();
-    std::vector<std::pair<std::string, sharded::ShardedTensor>> held;
-    for (const auto& [key, value] : dict.entries()) {
-      const auto* st = std::get_if<sharded::ShardedTensor>(&value);
-      if (st != nullptr && st->process_group() == pg_) held.emplace_back(key, *st);
-    }
-    for (auto& [key, st] : held) {
-      SL_ASSIGN_OR_RETURN(sharded::ShardedTensor view, fsdp_internal::HsdpCheckpointView(st, *mesh_));
-      dict.Set(key, std::move(view));
-      replicated_.push_back(std::move(st));
-    }
-    return absl::OkStatus();
+    return UseHsdpCheckpointViews(dict, *mesh_, &replicated_);
   }
 
   absl::Status CompleteCheckpointLoad(absl::string_view op) override {

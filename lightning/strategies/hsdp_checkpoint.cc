@@ -48,3 +48,22 @@ absl::Status FillReplicas(const sharded::ShardedTensor& t, const sharded::mesh::
 }
 
 }  // namespace shardlight::lightning::fsdp_internal
+
+namespace shardlight::lightning {
+
+absl::Status UseHsdpCheckpointViews(sharded::StateDict& dict, const sharded::mesh::DeviceMesh& mesh,
+                                    std::vector<sharded::ShardedTensor>* replaced) {
+  std::vector<std::pair<std::string, sharded::ShardedTensor>> held;
+  for (const auto& [key, value] : dict.entries()) {
+    const auto* st = std::get_if<sharded::ShardedTensor>(&value);
+    if (st != nullptr && st->process_group() == mesh.group(1)) held.emplace_back(key, *st);
+  }
+  for (auto& [key, st] : held) {
+    SL_ASSIGN_OR_RETURN(sharded::ShardedTensor view, fsdp_internal::HsdpCheckpointView(st, mesh));
+    dict.Set(key, std::move(view));
+    if (replaced != nullptr) replaced->push_back(std::move(st));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shardlight::lightning

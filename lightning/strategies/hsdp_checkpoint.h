@@ -12,11 +12,13 @@
 #define SHARDLIGHT_LIGHTNING_STRATEGIES_HSDP_CHECKPOINT_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sharded/mesh/device_mesh.h"
 #include "sharded/sharded_tensor.h"
+#include "sharded/state_dict.h"
 
 namespace shardlight::lightning::fsdp_internal {
 
@@ -30,5 +32,17 @@ absl::Status FillReplicas(const sharded::ShardedTensor& t, const sharded::mesh::
                           const std::string& op);
 
 }  // namespace shardlight::lightning::fsdp_internal
+
+namespace shardlight::lightning {
+
+// Replaces every ShardedTensor entry of `dict` that lives on `mesh`'s shard
+// group (dim 1) with its checkpoint view; appends the tensors replaced to
+// `replaced` when given (for FillReplicas after a load). No communication.
+// What FsdpStrategy::Hybrid's run does at the Trainer's saves, for a caller
+// that saves a TrainingStateDict itself.
+absl::Status UseHsdpCheckpointViews(sharded::StateDict& dict, const sharded::mesh::DeviceMesh& mesh,
+                                    std::vector<sharded::ShardedTensor>* replaced = nullptr);
+
+}  // namespace shardlight::lightning
 
 #endif  // SHARDLIGHT_LIGHTNING_STRATEGIES_HSDP_CHECKPOINT_H_
