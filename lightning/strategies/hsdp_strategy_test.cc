@@ -57,6 +57,15 @@ std::string Describe(const Layout& l) {
                       l.per_unit ? " per-unit" : "");
 }
 
+sharded::mesh::MeshContext MeshContextOf(const RankContext& ctx) {
+  sharded::mesh::MeshContext m;
+  m.store = ctx.store;
+  m.rank = ctx.rank;
+  m.world_size = ctx.world_size;
+  m.world = ctx.pg;
+  return m;
+}
+
 // Collective for kHsdp (the mesh is made over the world).
 absl::StatusOr<std::shared_ptr<const Strategy>> StrategyOf(RankContext& ctx, const Layout& l) {
   if (l.kind == Layout::kDdp) return std::shared_ptr<const Strategy>();
@@ -65,12 +74,7 @@ absl::StatusOr<std::shared_ptr<const Strategy>> StrategyOf(RankContext& ctx, con
   options.per_unit = l.per_unit;
   options.reduce_dtype = l.reduce_dtype;
   if (l.kind == Layout::kFsdp) return std::shared_ptr<const Strategy>(std::make_shared<FsdpStrategy>(options));
-  sharded::mesh::MeshContext m;
-  m.store = ctx.store;
-  m.rank = ctx.rank;
-  m.world_size = ctx.world_size;
-  m.world = ctx.pg;
-  SL_ASSIGN_OR_RETURN(sharded::mesh::MeshPtr mesh, sharded::mesh::DeviceMesh::Create(m, l.mesh, "hsdp"));
+  SL_ASSIGN_OR_RETURN(sharded::mesh::MeshPtr mesh, sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), l.mesh, "hsdp"));
   return std::shared_ptr<const Strategy>(std::make_shared<FsdpStrategy>(FsdpStrategy::Hybrid(mesh, options)));
 }
 
@@ -335,12 +339,7 @@ TEST(HsdpStrategyTest, BadMeshesFailOnEveryRankBeforeAnyCollective) {
     auto errors = cluster.Run([&](RankContext& ctx) -> std::string {
       sharded::mesh::MeshPtr mesh;
       if (!c.mesh.empty()) {
-        sharded::mesh::MeshContext m;
-        m.store = ctx.store;
-        m.rank = ctx.rank;
-        m.world_size = ctx.world_size;
-        m.world = ctx.pg;
-        auto made = sharded::mesh::DeviceMesh::Create(m, c.mesh, "bad");
+        auto made = sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), c.mesh, "bad");
         if (!made.ok()) return made.status().ToString();
         mesh = *made;
       }
