@@ -400,6 +400,8 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
   }
   SL_ASSIGN_OR_RETURN(sharded::StateDict checkpoint_state,
                       TrainingStateDict(module, *optimizer, step, lr_schedule_, model_checkpoint_));
+  SL_RETURN_IF_ERROR(parallel->UseCheckpointViews(checkpoint_state));
+  strategy_run_ = parallel.get();
 
   const bool checkpoints = !options_.checkpoint_dir.empty();
   std::string resumed_from;
@@ -485,6 +487,7 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
     if (done == last_saved) return absl::OkStatus();  // a ModelCheckpoint's save of this step came first
     // metrics: rebuilt so metric states are synced and grown (cat) states saved at their current size.
     SL_ASSIGN_OR_RETURN(checkpoint_state, TrainingStateDict(module, *optimizer, step, lr_schedule_, model_checkpoint_));
+    SL_RETURN_IF_ERROR(parallel->UseCheckpointViews(checkpoint_state));
     last_saved = done;
     if (checkpointer != nullptr) {
       SL_RETURN_IF_ERROR(committed());
@@ -709,7 +712,9 @@ absl::Status Trainer::ResumeFromDcp(LightningModule& module, Optimizer& optimize
   ckpt::LoadOptions load;
   load.strict = false;  // its other entries (another optimizer's state, metrics) are not this run's
   load.storage = options_.save_options.storage;
+  if (strategy_run_ != nullptr) SL_RETURN_IF_ERROR(strategy_run_->UseCheckpointViews(target));
   SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, dir, pg, load));
+  if (strategy_run_ != nullptr) SL_RETURN_IF_ERROR(strategy_run_->CompleteCheckpointLoad("resume"));
   const absl::Status loaded =
       sharded::NoThrow([&] { return LoadStateDict(module, std::move(model), /*strict=*/true).status(); });
   SL_RETURN_IF_ERROR(sharded::Agree(pg, loaded, "resume"));
@@ -754,7 +759,10 @@ absl::Status Trainer::Resume(LightningModule& module, Optimizer& optimizer, cons
   load.verify_before_write = true;  // a damaged checkpoint changes nothing
   load.storage = options_.save_options.storage;
   load.key_prefixes = TrainerKeyPrefixes();  // strict within them; an import's other entries are left alone
+  // HSDP: each replicated shard loads once, into its writer, then reaches the other replicas.
+  if (strategy_run_ != nullptr) SL_RETURN_IF_ERROR(strategy_run_->UseCheckpointViews(target));
   SL_RETURN_IF_ERROR(ckpt::LoadCheckpoint(target, dir, pg, load));
+  if (strategy_run_ != nullptr) SL_RETURN_IF_ERROR(strategy_run_->CompleteCheckpointLoad("resume"));
   if (extras.others > 0 && pg.getRank() == 0) {
     std::cout << "resume: " << extras.others << " entries of the checkpoint in " << dir
               << " are not the Trainer's (e.g. '" << extras.other << "'): not loaded\n";

@@ -278,6 +278,7 @@ class Trainer {
   std::vector<std::shared_ptr<Callback>> callbacks_;
   RunFingerprint run_;  // this Fit's (set before a resume)
   LrSchedule* lr_schedule_ = nullptr;  // this Fit's, if its module configured one
+  StrategyRun* strategy_run_ = nullptr;  // this Fit's: checkpoint views (HSDP) at a resume
   ModelCheckpoint* model_checkpoint_ = nullptr;  // among callbacks_, if one is
 };
 

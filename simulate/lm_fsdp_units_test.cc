@@ -10,6 +10,9 @@
 //    unsharded (FsdpOptions::on_unit_forward), not the whole model;
 //  - a checkpoint saved under per-unit fsdp resumes under ddp on another
 //    world size with the uninterrupted run's losses;
+//  - HSDP (--strategy=hsdp on a replicate x shard mesh) trains as fsdp on
+//    the same world, and its checkpoint (the save at save_at) resumes under
+//    fsdp on another world size;
 //  - a bf16 / fp32 mixed-precision policy holds the blocks in bf16 and
 //    learns as float32 does; refused under the other strategies.
 #include <gtest/gtest.h>
@@ -51,9 +54,11 @@ struct LmRuns {
   std::vector<std::vector<std::pair<std::string, int64_t>>> entries;
 };
 
-// `job` on W thread-ranks under `strategy` (Wx1); every rank must succeed.
-LmRuns RunLm(LmJobOptions job, int64_t w, const std::string& strategy, bool per_unit = true) {
-  job.mesh_shape = {w, 1};
+// `job` on W thread-ranks under `strategy` (on `mesh`, Wx1 when empty);
+// every rank must succeed.
+LmRuns RunLm(LmJobOptions job, int64_t w, const std::string& strategy, bool per_unit = true,
+             std::vector<int64_t> mesh = {}) {
+  job.mesh_shape = mesh.empty() ? std::vector<int64_t>{w, 1} : mesh;
   job.strategy = strategy;
   job.fsdp_per_unit = per_unit;
   SimulatedCluster cluster(static_cast<int>(w));
@@ -178,6 +183,35 @@ TEST(LmFsdpUnitsTest, PerUnitCheckpointResumesUnderDdpOnAnotherWorldSize) {
   }
 }
 
+// HSDP on 2x2 and 2x3 (shard groups of 3: MLP 4 -> 2, 2, 0) trains within
+// 1e-12 (float64) of fsdp on 4 and 6 ranks; the checkpoint its save_at
+// writes (each replicated shard once) resumes under fsdp on 3 ranks with
+// fsdp's losses.
+TEST(LmFsdpUnitsTest, HsdpTrainsAsFsdpAndItsCheckpointResumesUnderFsdp) {
+  LmJobOptions job = Tiny(at::kDouble);
+  job.steps = 3;
+  for (const std::vector<int64_t>& mesh : {std::vector<int64_t>{2, 2}, std::vector<int64_t>{2, 3}}) {
+    const int64_t w = mesh[0] * mesh[1];
+    const LmRuns fsdp = RunLm(job, w, "fsdp");
+    const LmRuns hsdp = RunLm(job, w, "hsdp", true, mesh);
+    ASSERT_EQ(hsdp.ranks.size(), static_cast<size_t>(w));
+    ASSERT_EQ(fsdp.ranks.size(), static_cast<size_t>(w));
+    const double worst = LargestRelative(hsdp.ranks[0].losses, fsdp.ranks[0].losses);
+    std::cout << "hsdp " << mesh[0] << "x" << mesh[1] << " vs fsdp W=" << w << ": largest relative loss difference "
+              << worst << "\n";
+    EXPECT_LE(worst, 1e-12);
+  }
+  TempDir dir;
+  const LmRuns straight = RunLm(job, 4, "fsdp");
+  job.checkpoint_dir = dir.path();
+  job.save_at = 1;  // LmCallback's save, after step 1
+  ASSERT_EQ(RunLm(job, 4, "hsdp", true, {2, 2}).ranks.size(), 4u);
+  const LmRuns resumed = RunLm(job, 3, "fsdp");  // resumed at step 1: saves nothing
+  ASSERT_EQ(resumed.ranks.size(), 3u);
+  EXPECT_EQ(resumed.ranks[0].start_step, 1);
+  const std::vector<double> want(straight.ranks[0].losses.begin() + 1, straight.ranks[0].losses.end());
+  EXPECT_LT(LargestRelative(resumed.ranks[0].losses, want), 1e-12);
+}
 
 // --param_dtype=bf16 --reduce_dtype=fp32 on the LM (W = 3: empty MLP
 // chunks): each block is held in bfloat16 (half the float32 run's bytes on
@@ -206,9 +240,10 @@ TEST(LmFsdpUnitsTest, MixedPrecisionHoldsBlocksInBf16) {
   EXPECT_GT(worst, 0);
   std::cout << "W=3 bf16/fp32 policy vs float32: largest relative loss difference " << worst << "\n";
   EXPECT_EQ(CheckLmMixedPrecision("ddp", "bf16", "").message(),
-            "param_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ddp");
+            "param_dtype (fsdp's mixed-precision policy) applies to the fsdp and hsdp strategies only, not ddp");
   EXPECT_EQ(CheckLmMixedPrecision("model_parallel", "", "fp32").message(),
-            "reduce_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not model_parallel");
+            "reduce_dtype (fsdp's mixed-precision policy) applies to the fsdp and hsdp strategies only, not "
+            "model_parallel");
   EXPECT_NE(CheckLmMixedPrecision("fsdp", "int8", "").message().find("param_dtype: 'int8' is not a floating dtype"),
             std::string::npos);
   EXPECT_TRUE(CheckLmMixedPrecision("fsdp", "bfloat16", "float32").ok());

@@ -24,6 +24,7 @@
 #include "lightning/strategies/ddp_strategy.h"
 #include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_strategy.h"
+#include "lightning/strategies/hsdp_checkpoint.h"
 #include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/tp/mesh_optimizer.h"
 #include "lightning/torch_checkpoint.h"
@@ -86,8 +87,10 @@ int64_t PeakRssBytes() {
 // the training time.
 class LmCallback : public lightning::Callback {
  public:
-  LmCallback(const LmJobOptions& o, GptModel& model, c10d::ProcessGroup& world, LmRankResult& result)
-      : o_(o), model_(model), world_(world), result_(result) {}
+  // `hsdp_mesh`: hsdp's (the save at save_at writes its checkpoint views), else null.
+  LmCallback(const LmJobOptions& o, GptModel& model, c10d::ProcessGroup& world, LmRankResult& result,
+             MeshPtr hsdp_mesh)
+      : o_(o), model_(model), world_(world), result_(result), hsdp_mesh_(std::move(hsdp_mesh)) {}
 
   absl::Status OnLoadCheckpoint(const lightning::TrainState& state, int64_t step, const std::string& dir) override {
     resumed_ = true;
@@ -131,6 +134,7 @@ class LmCallback : public lightning::Callback {
     }
     const at::Tensor step = at::full({1}, done, at::kLong);
     SL_ASSIGN_OR_RETURN(sharded::StateDict dict, lightning::TrainingStateDict(model_, *model_.optimizer(), step));
+    if (hsdp_mesh_ != nullptr) SL_RETURN_IF_ERROR(lightning::UseHsdpCheckpointViews(dict, *hsdp_mesh_));
     return sharded::checkpoint::SaveCheckpoint(dict, o_.checkpoint_dir, world_);
   }
 
@@ -138,6 +142,7 @@ class LmCallback : public lightning::Callback {
   GptModel& model_;
   c10d::ProcessGroup& world_;
   LmRankResult& result_;
+  MeshPtr hsdp_mesh_;
   bool resumed_ = false;
   std::chrono::steady_clock::time_point start_, end_;
 };
@@ -160,7 +165,7 @@ absl::Status WithFullParameters(lightning::LightningModule& model, const std::fu
 
 std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, const MeshPtr& mesh,
                                                       lightning::ModelParallelStrategy::ReducedHook hook) {
-  if (o.strategy == "fsdp") {
+  if (o.strategy == "fsdp" || o.strategy == "hsdp") {
     lightning::FsdpOptions fsdp;
     fsdp.units = GptModel::FsdpUnits(o.model);
     fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward and prefetch: their defaults, on
@@ -169,6 +174,7 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
     // Checked in the setup (CheckLmMixedPrecision): the names parse.
     if (!o.param_dtype.empty()) fsdp.param_dtype = *lightning::ParseFloatDtype(o.param_dtype, "param_dtype");
     if (!o.reduce_dtype.empty()) fsdp.reduce_dtype = *lightning::ParseFloatDtype(o.reduce_dtype, "reduce_dtype");
+    if (o.strategy == "hsdp") return std::make_shared<lightning::FsdpStrategy>(lightning::FsdpStrategy::Hybrid(mesh, fsdp));
     return std::make_shared<lightning::FsdpStrategy>(fsdp);
   }
   if (o.strategy == "ddp") return std::make_shared<lightning::DdpStrategy>();
@@ -182,7 +188,7 @@ absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int6
     return absl::InvalidArgumentError(
         absl::StrCat("strategy '", strategy, "' is not one of ", absl::StrJoin(kLmStrategies, ", ")));
   }
-  if (strategy != "model_parallel" && mesh_shape.size() == 2 && mesh_shape[1] != 1) {
+  if (strategy != "model_parallel" && strategy != "hsdp" && mesh_shape.size() == 2 && mesh_shape[1] != 1) {
     return absl::InvalidArgumentError(absl::StrCat("the ", strategy, " strategy is data parallel only: the mesh must be ",
                                                    "Nx1, not ", absl::StrJoin(mesh_shape, "x")));
   }
@@ -193,9 +199,9 @@ absl::Status CheckLmMixedPrecision(const std::string& strategy, const std::strin
                                    const std::string& reduce_dtype) {
   for (const auto& [what, name] : {std::pair{"param_dtype", &param_dtype}, std::pair{"reduce_dtype", &reduce_dtype}}) {
     if (name->empty()) continue;
-    if (strategy != "fsdp") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(what, " (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ", strategy));
+    if (strategy != "fsdp" && strategy != "hsdp") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " (fsdp's mixed-precision policy) applies to the fsdp and hsdp strategies only, not ", strategy));
     }
     SL_RETURN_IF_ERROR(lightning::ParseFloatDtype(*name, what).status());
   }
@@ -214,10 +220,13 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (setup.ok()) setup = CheckLmStrategy(o.strategy, o.mesh_shape);
   if (setup.ok()) setup = CheckLmMixedPrecision(o.strategy, o.param_dtype, o.reduce_dtype);
   if (setup.ok()) setup = sharded::mesh::ValidateMeshShape(o.mesh_shape, ctx.world_size);
-  if (setup.ok()) setup = CheckGptOptions(o.model, o.mesh_shape[1]);
-  if (setup.ok() && o.batch < o.mesh_shape[0]) {
+  const bool hsdp = o.strategy == "hsdp";
+  if (setup.ok()) setup = CheckGptOptions(o.model, hsdp ? 1 : o.mesh_shape[1]);  // hsdp: no TP
+  // hsdp: every rank is data parallel.
+  const int64_t data_parallel = hsdp ? ctx.world_size : o.mesh_shape[0];
+  if (setup.ok() && o.batch < data_parallel) {
     setup = absl::InvalidArgumentError(
-        absl::StrCat("a global batch of ", o.batch, " cannot be split over ", o.mesh_shape[0], " data-parallel ranks"));
+        absl::StrCat("a global batch of ", o.batch, " cannot be split over ", data_parallel, " data-parallel ranks"));
   }
   if (setup.ok() && o.grads_steps > 0 && o.grads_dir.empty()) {
     setup = absl::InvalidArgumentError("saving the gradients of the first steps needs a directory (grads_dir)");
@@ -230,7 +239,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (setup.ok() && o.save_format != "shardlight" && o.save_format != "torch_dcp") {
     setup = absl::InvalidArgumentError(absl::StrCat("save_format '", o.save_format, "' is not shardlight or torch_dcp"));
   }
-  if (setup.ok() && o.save_format == "torch_dcp" && (model_parallel || o.save_at < 0)) {
+  if (setup.ok() && o.save_format == "torch_dcp" && (model_parallel || hsdp || o.save_at < 0)) {
     setup = absl::InvalidArgumentError(absl::StrCat(
         "save_format torch_dcp saves at save_at (>= 0, not ", o.save_at, ") under fsdp or ddp (not ", o.strategy,
         "): torch.optim.AdamW over whole parameters is what it names"));
@@ -245,8 +254,8 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   }
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 
-  MeshPtr mesh;  // model_parallel's; fsdp and ddp lay the model out over the world
-  if (model_parallel) {
+  MeshPtr mesh;  // model_parallel's and hsdp's; fsdp and ddp lay the model out over the world
+  if (model_parallel || hsdp) {
     SL_ASSIGN_OR_RETURN(mesh, sharded::mesh::DeviceMesh::Create(ctx, o.mesh_shape, "lm"));
   }
   GptModel model(o.model, o.adam);
@@ -268,7 +277,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   trainer.gradient_clip_norm = o.clip_norm;
   trainer.strategy =
       StrategyOf(o, mesh, o.grads_steps > 0 ? lightning::ModelParallelStrategy::ReducedHook(save_grads) : nullptr);
-  auto callback = std::make_shared<LmCallback>(o, model, world, result);
+  auto callback = std::make_shared<LmCallback>(o, model, world, result, hsdp ? mesh : nullptr);
   std::vector<std::shared_ptr<lightning::Callback>> callbacks = {callback};
   const double global_tokens = static_cast<double>(o.batch * o.model.context);
   if (!o.log_dir.empty()) {

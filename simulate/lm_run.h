@@ -29,7 +29,7 @@
 // (naming the key) for a checkpoint of another model shape; InvalidArgument
 // for grads_steps > 0 without grads_dir; InvalidArgument for a save_format
 // other than shardlight or torch_dcp, and torch_dcp under model_parallel or
-// without a save_at >= 0; InvalidArgument for a negative checkpoint_every or
+// hsdp or without a save_at >= 0; InvalidArgument for a negative checkpoint_every or
 // keep_last, or keep_last > 0 with a save_at >= 0.
 #ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
 #define SHARDLIGHT_SIMULATE_LM_RUN_H_
@@ -49,11 +49,15 @@
 namespace shardlight::simulate {
 
 // The strategies the LM job trains under (LmJobOptions::strategy).
-inline constexpr const char* kLmStrategies[] = {"model_parallel", "fsdp", "ddp"};
+inline constexpr const char* kLmStrategies[] = {"model_parallel", "fsdp", "ddp", "hsdp"};
 
 struct LmJobOptions {
-  std::vector<int64_t> mesh_shape = {2, 2};  // data parallel x tensor parallel
-  // model_parallel, fsdp or ddp (the last two: mesh_shape Nx1).
+  // Data parallel x tensor parallel; under hsdp, (replicate, shard).
+  std::vector<int64_t> mesh_shape = {2, 2};
+  // model_parallel, fsdp, ddp (the last two: mesh_shape Nx1) or hsdp:
+  // fsdp's units and options, sharded over mesh_shape[1] ranks and
+  // replicated over mesh_shape[0] (lightning::FsdpStrategy::Hybrid; every
+  // rank is data parallel: the batch splits over the world).
   std::string strategy = "model_parallel";
   // fsdp only: gather one block (FSDP unit) at a time inside the step --
   // FsdpOptions::per_unit with reshard_after_forward and prefetch, what

@@ -434,7 +434,7 @@ TEST(LmStrategiesTest, TorchNamedCheckpointResumesOnAnotherWorldSize) {
 
 TEST(LmStrategiesTest, BadStrategyFailsOnEveryRank) {
   const LmJobOptions job = Small();
-  ExpectEveryRankFails(RunLm(job, {2, 1}, "zero3"), "strategy 'zero3' is not one of model_parallel, fsdp, ddp");
+  ExpectEveryRankFails(RunLm(job, {2, 1}, "zero3"), "strategy 'zero3' is not one of model_parallel, fsdp, ddp, hsdp");
   ExpectEveryRankFails(RunLm(job, {1, 2}, "fsdp"), "the fsdp strategy is data parallel only: the mesh must be Nx1, not 1x2");
   ExpectEveryRankFails(RunLm(job, {2, 2}, "ddp"), "the ddp strategy is data parallel only");
   LmJobOptions grads = Small();

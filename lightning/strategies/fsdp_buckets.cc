@@ -93,7 +93,7 @@ absl::StatusOr<bool> FinishGather(c10d::ProcessGroup& pg, Bucket& b, GatherWork&
 }
 
 absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, bool reduce_scatter,
-                                  const std::string& op) {
+                                  const std::string& op, c10d::ProcessGroup* replicate) {
   at::NoGradGuard no_grad;
   const int w = pg.getSize();
   std::vector<at::Tensor> slots;
@@ -108,7 +108,13 @@ absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, 
     slot[-1].fill_(flag ? 1.0 : 0.0);
     slots.push_back(std::move(slot));
   }
-  SL_ASSIGN_OR_RETURN(const at::Tensor summed, ReduceScatterSlots(pg, std::move(slots), reduce_scatter, op));
+  SL_ASSIGN_OR_RETURN(at::Tensor summed, ReduceScatterSlots(pg, std::move(slots), reduce_scatter, op));
+  if (replicate != nullptr && replicate->getSize() > 1) {
+    // FSDP2's HSDP: the shard group's sum, then an allreduce (sum) over the replicate group.
+    std::vector<at::Tensor> all = {summed.contiguous()};
+    SL_RETURN_IF_ERROR(sharded::RunCollective(*replicate, op, [&] { return replicate->allreduce(all); }));
+    summed = all[0];
+  }
   if (summed[-1].item<double>() > 0) return true;
   for (const FlatParam& p : b.params) {
     const at::Tensor& shard = LocalShard(p);
@@ -122,6 +128,13 @@ absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, 
     }
   }
   return false;
+}
+
+absl::Status ReplicateFlag(c10d::ProcessGroup& replicate, const Bucket& b, const std::string& op) {
+  if (replicate.getSize() == 1) return absl::OkStatus();
+  std::vector<at::Tensor> all = {at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.reduce_dtype))};
+  all[0][-1].fill_(1.0);
+  return sharded::RunCollective(replicate, op, [&] { return replicate.allreduce(all); });
 }
 
 void ReshardBucket(Bucket& b) {

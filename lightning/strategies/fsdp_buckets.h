@@ -75,10 +75,19 @@ absl::StatusOr<bool> FinishGather(c10d::ProcessGroup& pg, Bucket& b, GatherWork&
 
 // Reduce-scatters the bucket's full gradients, cast to its reduce dtype
 // (zeros with the flag set; a missing gradient counts as zeros), and adds this
-// rank's chunk, cast to the shard's dtype, to each shard's gradient.
+// rank's chunk, cast to the shard's dtype, to each shard's gradient. HSDP
+// (`replicate` not null): the summed chunk, flag included, is then summed
+// over the replicate group before it is applied, so a flag set anywhere in
+// the world is seen by every rank in the same bucket.
 // True when some rank's flag was set (nothing applied).
 absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, bool reduce_scatter,
-                                  const std::string& op);
+                                  const std::string& op, c10d::ProcessGroup* replicate = nullptr);
+
+// HSDP, a rank whose shard group stopped before the bucket's reduction:
+// only the replicate allreduce of ReduceBucket, zeros with the flag set (the
+// same size and dtype), so the other shard groups, which run the whole
+// reduction, stop there too. Unavailable naming `op`.
+absl::Status ReplicateFlag(c10d::ProcessGroup& replicate, const Bucket& b, const std::string& op);
 
 // Every parameter of `b` back to its shard, without its full gradient; the
 // full storage freed.

@@ -16,6 +16,7 @@
 #include "lightning/strategies/fsdp_unit.h"
 #include "lightning/strategies/fsdp_units.h"
 #include "lightning/strategies/gradient_reduction.h"
+#include "lightning/strategies/hsdp_checkpoint.h"
 #include "lightning/strategies/reduce_scatter.h"
 #include "sharded/agreement.h"
 #include "sharded/collectives.h"
@@ -48,9 +49,18 @@ class StepStopped : public std::runtime_error {
 
 class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
  public:
-  FsdpRun(c10::intrusive_ptr<c10d::ProcessGroup> pg, const FsdpOptions& options, std::vector<Bucket> buckets,
+  // `pg`: the group the shards live on (the world, or HSDP's shard group);
+  // `replicate`: HSDP's replicate group, else null.
+  FsdpRun(c10::intrusive_ptr<c10d::ProcessGroup> world, c10::intrusive_ptr<c10d::ProcessGroup> pg,
+          sharded::mesh::MeshPtr mesh, const FsdpOptions& options, std::vector<Bucket> buckets,
           std::vector<Unit> units)
-      : pg_(std::move(pg)), options_(options), buckets_(std::move(buckets)), units_(std::move(units)) {
+      : world_(std::move(world)),
+        pg_(std::move(pg)),
+        mesh_(std::move(mesh)),
+        replicate_(mesh_ != nullptr ? mesh_->group(0) : c10::intrusive_ptr<c10d::ProcessGroup>()),
+        options_(options),
+        buckets_(std::move(buckets)),
+        units_(std::move(units)) {
     per_unit_ = options_.per_unit && units_.size() > 1;
     if (per_unit_) {
       for (size_t u = 0; u + 1 < units_.size(); ++u) {
@@ -68,7 +78,16 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
         SL_ASSIGN_OR_RETURN(reduce_scatter_, ProbeReduceScatter(*pg_));
       }
       // A reduce_dtype the group cannot sum fails here, on every rank, before any unit collective.
-      if (options_.reduce_dtype) SL_RETURN_IF_ERROR(ProbeReduceDtype(*pg_, *options_.reduce_dtype, reduce_scatter_));
+      if (options_.reduce_dtype) {
+        absl::Status probed = ProbeReduceDtype(*pg_, *options_.reduce_dtype, reduce_scatter_);
+        if (replicate_ != nullptr) {
+          // HSDP: every rank probes both groups, then the world agrees (a
+          // shard group that failed alone must not leave the others waiting).
+          const absl::Status replicated = ProbeReduceDtype(*replicate_, *options_.reduce_dtype, false);
+          SL_RETURN_IF_ERROR(sharded::Agree(*world_, probed.ok() ? replicated : probed, "hsdp reduce_dtype probe"));
+        }
+        SL_RETURN_IF_ERROR(probed);
+      }
       probed_ = true;
     }
     step_ = step;
@@ -89,11 +108,33 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     return reduced;
   }
 
-  c10d::ProcessGroup& loss_group() override { return *pg_; }
+  c10d::ProcessGroup& loss_group() override { return *world_; }
+
+  // HSDP: a shard's gradient is the same on each replica, so the sharded
+  // part of the norm sums over the shard group only.
+  absl::StatusOr<double> ClipGradients(const Trainables& trainables, double max_norm, absl::string_view op) override {
+    return ClipGradientNorm(trainables, *pg_, max_norm, op);
+  }
 
   // Every parameter back to its shard, without its full gradient.
   void Reshard() {
     for (Bucket& b : buckets_) fsdp_internal::ReshardBucket(b);
+  }
+
+  // HSDP: the shards (model and optimizer state, on the shard group) as
+  // their checkpoint views (hsdp_checkpoint.h).
+  absl::Status UseCheckpointViews(sharded::StateDict& dict) override {
+    replicated_.clear();
+    if (mesh_ == nullptr) return absl::OkStatus();
+    return UseHsdpCheckpointViews(dict, *mesh_, &replicated_);
+  }
+
+  absl::Status CompleteCheckpointLoad(absl::string_view op) override {
+    for (const sharded::ShardedTensor& st : replicated_) {
+      SL_RETURN_IF_ERROR(fsdp_internal::FillReplicas(st, *mesh_, absl::StrCat(op, " (hsdp replicas)")));
+    }
+    replicated_.clear();
+    return absl::OkStatus();
   }
 
   // fsdp_internal::UnitHooks: the module's forward and autograd reach the run.
@@ -166,24 +207,24 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     ++cursor_;
     while (InMicroBatch() && events_[cursor_].kind != Event::Kind::kPoint) {
       const Event e = events_[cursor_++];
-      if (!Execute(e, false)) throw StepStopped(absl::StrCat("fsdp: the step stopped at ", OpName(e)));
+      if (!Execute(e, false, cursor_ - 1)) throw StepStopped(absl::StrCat("fsdp: the step stopped at ", OpName(e)));
     }
   }
 
   // This rank failed: the rest of the schedule with the flag set, until the
   // first flagged collective it waits on (where every rank stops).
   void Join() {
-    std::vector<Event> rest(events_.begin() + static_cast<std::ptrdiff_t>(std::min(cursor_, events_.size())),
-                            events_.end());
+    const size_t first = std::min(cursor_, events_.size());
+    std::vector<Event> rest(events_.begin() + static_cast<std::ptrdiff_t>(first), events_.end());
     if (rest.empty()) {
       rest = {{Event::Kind::kIssue, Event::Point::kEnter, Event::Op::kBoundary, 0},
               {Event::Kind::kWait, Event::Point::kEnter, Event::Op::kBoundary, 0}};
     }
     // A rest of only waits (this rank had issued them) ends where its peers
     // go on to the next boundary: it joins them there.
-    for (const Event& e : rest) {
-      if (e.kind == Event::Kind::kPoint) continue;
-      if (!Execute(e, true)) break;
+    for (size_t k = 0; k < rest.size(); ++k) {
+      if (rest[k].kind == Event::Kind::kPoint) continue;
+      if (!Execute(rest[k], true, first + k)) break;
     }
     if (!stopped_ && Execute({Event::Kind::kIssue, Event::Point::kEnter, Event::Op::kBoundary, 0}, true)) {
       Execute({Event::Kind::kWait, Event::Point::kEnter, Event::Op::kBoundary, 0}, true);
@@ -193,9 +234,9 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     cursor_ = 0;
   }
 
-  // One collective event; false when the step stopped there (a flag seen,
-  // or the collective failed: broken_).
-  bool Execute(const Event& e, bool flag) {
+  // One collective event (events_[at], or one outside the list); false when
+  // the step stopped there (a flag seen, or the collective failed: broken_).
+  bool Execute(const Event& e, bool flag, size_t at = std::string::npos) {
     if (stopped_) return false;
     const std::string op = OpName(e);
     absl::Status failed = absl::OkStatus();
@@ -204,12 +245,12 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       if (e.kind == Event::Kind::kIssue) {
         at::Tensor mine = at::tensor({flag ? 1.0 : 0.0, in_reduce_ ? 1.0 : 0.0}, at::kDouble);
         std::vector<at::Tensor> all = {mine};
-        failed = sharded::RunCollective(*pg_, op, [&] { return pg_->allreduce(all); });
+        failed = sharded::RunCollective(*world_, op, [&] { return world_->allreduce(all); });
         boundary_ = all[0];
       } else {
         flagged = boundary_[0].item<double>() > 0;
         const double reducing = boundary_[1].item<double>();
-        if (!flagged && reducing != 0 && reducing != pg_->getSize()) {
+        if (!flagged && reducing != 0 && reducing != world_->getSize()) {
           flagged = true;
           if (in_reduce_) {
             own_error_ = absl::FailedPreconditionError(
@@ -249,7 +290,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
         options_.on_unit_collective("reduce-scatter", units_[e.unit].name, step_);
       }
       for (size_t i : units_[e.unit].buckets) {
-        auto got = fsdp_internal::ReduceBucket(*pg_, buckets_[i], flag, reduce_scatter_, op);
+        auto got = fsdp_internal::ReduceBucket(*pg_, buckets_[i], flag, reduce_scatter_, op, replicate_.get());
         if (!got.ok()) {
           failed = got.status();
           break;
@@ -264,7 +305,30 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     if (failed.ok() && !flagged) return true;
     if (!failed.ok()) broken_ = failed;
     Stop();
+    if (failed.ok() && replicate_ != nullptr && e.op == Event::Op::kGather) MeetReplicas(at);
     return false;
+  }
+
+  // HSDP: a flag in an all-gather stops this shard group only; the other
+  // groups walk on to the next collective that spans them, the replicate
+  // allreduce of the next reduce-scatter in the list (or, with none left,
+  // the next boundary). This group meets them there with its flag set, so
+  // every rank stops at the same collective.
+  void MeetReplicas(size_t at) {
+    std::string op = absl::StrCat("hsdp replicate allreduce at step ", step_);
+    for (size_t j = at == std::string::npos ? events_.size() : at + 1; j < events_.size(); ++j) {
+      const Event& e = events_[j];
+      if (e.kind != Event::Kind::kIssue || e.op != Event::Op::kReduceScatter || units_[e.unit].buckets.empty()) {
+        continue;
+      }
+      const absl::Status met =
+          fsdp_internal::ReplicateFlag(*replicate_, buckets_[units_[e.unit].buckets.front()], OpName(e));
+      if (!met.ok()) broken_ = met;
+      return;
+    }
+    std::vector<at::Tensor> all = {at::tensor({1.0, 0.0}, at::kDouble)};
+    const absl::Status met = sharded::RunCollective(*world_, op, [&] { return world_->allreduce(all); });
+    if (!met.ok()) broken_ = met;
   }
 
   // Waits for what this rank issued (a rank stops after the collectives its
@@ -341,18 +405,19 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       events_.clear();
       cursor_ = 0;
       if (!broken.ok()) return mine.ok() ? broken : mine;
-      SL_RETURN_IF_ERROR(sharded::Agree(*pg_, mine, op));
+      SL_RETURN_IF_ERROR(sharded::Agree(*world_, mine, op));
       return absl::InternalError(absl::StrCat(op, ": a rank reported a failure but no error"));
     }
     // The verdict is agreed: the root's gradients and the dense ones.
     for (size_t i : units_.back().buckets) {
       SL_ASSIGN_OR_RETURN(const bool flagged,
                           fsdp_internal::ReduceBucket(*pg_, buckets_[i], false, reduce_scatter_,
-                                                      absl::StrCat(op, " (fsdp reduce-scatter of the root)")));
+                                                      absl::StrCat(op, " (fsdp reduce-scatter of the root)"),
+                                                      replicate_.get()));
       if (flagged) return absl::InternalError(absl::StrCat(op, ": a flag after the agreed verdict"));
     }
     if (trainables.dense.empty()) return absl::OkStatus();
-    return AllreduceDenseGrads(trainables, *pg_, absl::OkStatus(), op);
+    return AllreduceDenseGrads(trainables, *world_, absl::OkStatus(), op);
   }
 
   absl::Status ReduceWholeModel(const Trainables& trainables, const absl::Status& local, absl::string_view op) {
@@ -361,18 +426,23 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       SL_ASSIGN_OR_RETURN(
           const bool flagged,
           fsdp_internal::ReduceBucket(*pg_, b, !carried && !local.ok(), reduce_scatter_,
-                                      absl::StrCat(op, " (fsdp reduce-scatter of unit ", UnitName(units_[b.unit].name), ")")));
+                                      absl::StrCat(op, " (fsdp reduce-scatter of unit ", UnitName(units_[b.unit].name), ")"),
+                                      replicate_.get()));
       if (flagged) {
-        SL_RETURN_IF_ERROR(sharded::Agree(*pg_, carried ? absl::OkStatus() : local, op));
+        SL_RETURN_IF_ERROR(sharded::Agree(*world_, carried ? absl::OkStatus() : local, op));
         return absl::InternalError(absl::StrCat(op, ": a rank reported a failure but no error"));
       }
       carried = true;
     }
     if (carried && trainables.dense.empty()) return absl::OkStatus();
-    return AllreduceDenseGrads(trainables, *pg_, carried ? absl::OkStatus() : local, op);
+    return AllreduceDenseGrads(trainables, *world_, carried ? absl::OkStatus() : local, op);
   }
 
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  c10::intrusive_ptr<c10d::ProcessGroup> world_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;         // the shards' group
+  sharded::mesh::MeshPtr mesh_;                       // HSDP only
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate_;  // HSDP only
+  std::vector<sharded::ShardedTensor> replicated_;    // the last UseCheckpointViews' originals
   FsdpOptions options_;
   bool probed_ = false;
   bool reduce_scatter_ = false;
@@ -395,26 +465,57 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   absl::Status broken_;     // a collective that failed
 };
 
-// The shard of `param` this rank keeps: its dim-0 chunk, as a ShardedTensor
-// (no communication: every rank computes the same metadata).
-absl::StatusOr<sharded::ShardedTensor> ShardOf(const at::Tensor& param, const ShardedContext& ctx) {
+// The groups of one rank's run: the shards' (the world, or HSDP's shard
+// group) and HSDP's replicate group.
+struct Groups {
+  c10::intrusive_ptr<c10d::ProcessGroup> shard;
+  c10::intrusive_ptr<c10d::ProcessGroup> replicate;
+};
+
+// HSDP's mesh checked against the world (local: no collective).
+absl::StatusOr<Groups> HybridGroups(const sharded::mesh::MeshPtr& mesh, const ShardedContext& ctx) {
+  if (mesh == nullptr) {
+    return absl::InvalidArgumentError("hsdp needs a 2-d device mesh (replicate, shard); got none");
+  }
+  if (mesh->ndim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat("hsdp needs a 2-d device mesh (replicate, shard), not the ",
+                                                   mesh->ndim(), "-d mesh ", mesh->ShapeString()));
+  }
+  if (mesh->size(0) * mesh->size(1) != ctx.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("hsdp: the mesh ", mesh->ShapeString(), " (replicate, shard) has ",
+                                                   mesh->size(0) * mesh->size(1), " ranks, the world ",
+                                                   ctx.world_size));
+  }
+  if (mesh->rank() != ctx.rank || mesh->world_size() != ctx.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("hsdp: the mesh ", mesh->ShapeString(), " was made for rank ",
+                                                   mesh->rank(), " of ", mesh->world_size(), ", not rank ", ctx.rank,
+                                                   " of this world's ", ctx.world_size));
+  }
+  return Groups{mesh->group(1), mesh->group(0)};
+}
+
+// The shard of `param` this rank keeps: its dim-0 chunk over `group`, as a
+// ShardedTensor (no communication: every rank computes the same metadata).
+absl::StatusOr<sharded::ShardedTensor> ShardOf(const at::Tensor& param,
+                                               const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
+  const int size = group->getSize();
   sharded::TensorProperties properties;
   properties.dtype = param.scalar_type();
   properties.requires_grad = true;
-  sharded::ChunkShardingSpec spec = sharded::ChunkShardingSpec::OnRanks(0, ctx.world_size);
+  sharded::ChunkShardingSpec spec = sharded::ChunkShardingSpec::OnRanks(0, size);
   if (param.is_cuda()) {
-    for (int r = 0; r < ctx.world_size; ++r) spec.placements[r] = sharded::Placement::Cuda(r, param.get_device());
+    for (int r = 0; r < size; ++r) spec.placements[r] = sharded::Placement::Cuda(r, param.get_device());
   }
   SL_ASSIGN_OR_RETURN(sharded::ShardedTensorMetadata metadata,
-                      sharded::BuildMetadata(spec, param.sizes().vec(), properties, ctx.world_size));
-  std::vector<sharded::Shard> local = sharded::AllocateLocalShards(metadata, ctx.rank);
+                      sharded::BuildMetadata(spec, param.sizes().vec(), properties, size));
+  std::vector<sharded::Shard> local = sharded::AllocateLocalShards(metadata, group->getRank());
   {
     at::NoGradGuard no_grad;
     const sharded::ShardMetadata& m = local.front().metadata;
     local.front().tensor.copy_(param.detach().narrow(0, m.offsets[0], m.sizes[0]));
   }
   local.front().tensor.set_requires_grad(true);
-  return sharded::ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(local), std::move(metadata), ctx.pg);
+  return sharded::ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(local), std::move(metadata), group);
 }
 
 }  // namespace
@@ -430,6 +531,10 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
                                                       " could not register: ", module.gate().reason));
   }
   SL_RETURN_IF_ERROR(CheckFsdpPolicy(options_.param_dtype, options_.reduce_dtype));
+  Groups groups{ctx.pg, {}};
+  if (hybrid_) {
+    SL_ASSIGN_OR_RETURN(groups, HybridGroups(hsdp_mesh_, ctx));
+  }
   SL_ASSIGN_OR_RETURN(const std::vector<UnitPlan> plan, PlanUnits(module, options_.units));
   // A second Fit on the same group finds the parameters held sharded: it keeps them.
   const bool held = !module.sharded_parameters().empty();
@@ -447,19 +552,19 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
       p.param = u.param;
       if (held) {
         p.shard = module.sharded_parameter(u.key);
-        if (p.shard == nullptr || p.shard->process_group() != ctx.pg) {
+        if (p.shard == nullptr || p.shard->process_group() != groups.shard) {
           return absl::FailedPreconditionError(absl::StrCat(
               module.name(), " is held sharded by an earlier Fit ",
               p.shard == nullptr ? absl::StrCat("without parameter \"", u.key, "\"") : "on another process group",
               "; fit a fresh module (resume its state from a checkpoint)"));
         }
       } else {
-        SL_ASSIGN_OR_RETURN(sharded::ShardedTensor shard, ShardOf(u.param, ctx));
+        SL_ASSIGN_OR_RETURN(sharded::ShardedTensor shard, ShardOf(u.param, groups.shard));
         SL_RETURN_IF_ERROR(module.HoldParameterSharded(u.key, std::move(shard)));
         p.shard = module.sharded_parameter(u.key);
       }
       p.sizes = p.shard->sizes();
-      p.rows = sharded::ChunkRanges(p.sizes[0], ctx.world_size);
+      p.rows = sharded::ChunkRanges(p.sizes[0], groups.shard->getSize());
       for (size_t d = 1; d < p.sizes.size(); ++d) p.row_numel *= p.sizes[d];
       int64_t chunk_rows = 0;
       for (const auto& [first, rows] : p.rows) chunk_rows = std::max(chunk_rows, rows);
@@ -482,7 +587,8 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
                                                       module.sharded_parameters().size(),
                                                       " parameters; this plan shards ", planned));
   }
-  auto run = std::make_unique<FsdpRun>(ctx.pg, options_, std::move(buckets), std::move(units));
+  auto run = std::make_unique<FsdpRun>(ctx.pg, groups.shard, hybrid_ ? hsdp_mesh_ : nullptr, options_,
+                                       std::move(buckets), std::move(units));
   run->Reshard();  // between steps each parameter is its shard
   return std::unique_ptr<StrategyRun>(std::move(run));
 }

@@ -97,6 +97,26 @@
 // an earlier Fit, or its held layout differs from this plan; InvalidArgument
 // for a bad unit list (fsdp_units.h).
 //
+// Hybrid sharding (HSDP: FsdpStrategy::Hybrid, FSDP2's fully_shard with a
+// 2-d mesh). The world is a (replicate R, shard S) mesh: each parameter is
+// sharded as above over the S ranks of this rank's shard group (mesh dim 1)
+// and the same shards are replicated on the R shard groups (mesh dim 0).
+// All-gathers run within the shard group; each unit's gradients are
+// reduce-scattered within it and the summed chunk is then all-reduced over
+// the replicate group (FSDP2's foreach_reduce: reduce_scatter, then
+// all_reduce over the replicate group; both sums, no divide), in
+// reduce_dtype. Dense gradients, the loss and the step's boundaries and
+// verdict span the whole world. The held ShardedTensors live on the shard
+// group (keys unchanged). A flag in a unit's all-gather stops only its
+// shard group; that group then joins the others at the next collective they
+// share (the replicate allreduce of the next reduce-scatter in the schedule,
+// which carries the flag, or the next boundary), so every rank stops at the
+// same collective. Clipping sums the sharded part of the norm over the shard
+// group. Setup's InvalidArgument (on every rank, before any collective): a
+// null mesh, a mesh that is not 2-d, whose size is not the world's, or that
+// is another world's (its rank differs from this rank). (R, S) = (1, W) is
+// fsdp; (W, 1) is ddp with sharded bookkeeping.
+//
 // Precondition: at Setup every rank's module holds the same values (as ddp
 // assumes: build them from the seed). Each rank keeps its chunk of its own.
 #ifndef SHARDLIGHT_LIGHTNING_STRATEGIES_FSDP_STRATEGY_H_
@@ -110,6 +130,7 @@
 #include <vector>
 
 #include "lightning/strategies/strategy.h"
+#include "sharded/mesh/device_mesh.h"
 
 namespace shardlight::lightning {
 
@@ -156,16 +177,32 @@ struct FsdpOptions {
 class FsdpStrategy : public Strategy {
  public:
   explicit FsdpStrategy(FsdpOptions options = {}) : options_(std::move(options)) {}
-  std::string name() const override { return "fsdp"; }
+  // HSDP (see "Hybrid sharding" above): shards over dim 1 of this rank's
+  // 2-d (replicate, shard) mesh, replicas over dim 0. Each rank has its own
+  // instance (the caller makes the mesh: sharded::mesh::DeviceMesh::Create).
+  // A null or ill-shaped mesh is Setup's InvalidArgument.
+  static FsdpStrategy Hybrid(sharded::mesh::MeshPtr mesh, FsdpOptions options = {}) {
+    FsdpStrategy s(std::move(options));
+    s.hybrid_ = true;
+    s.hsdp_mesh_ = std::move(mesh);
+    return s;
+  }
+  std::string name() const override { return hybrid_ ? "hsdp" : "fsdp"; }
   absl::StatusOr<std::unique_ptr<StrategyRun>> Setup(LightningModule& module,
                                                      const ShardedContext& ctx) const override;
   // A policy with a Trainer precision that chooses another compute dtype:
   // InvalidArgument (fsdp_precision.h, CheckPolicyWithPrecision).
   absl::Status CheckPrecision(const std::string& precision) const override;
   const FsdpOptions& options() const { return options_; }
+  bool hybrid() const { return hybrid_; }
+  // HSDP's mesh. Not Strategy::mesh(): the module is laid out densely, as
+  // under fsdp, not on a mesh.
+  const sharded::mesh::MeshPtr& hsdp_mesh() const { return hsdp_mesh_; }
 
  private:
   FsdpOptions options_;
+  bool hybrid_ = false;
+  sharded::mesh::MeshPtr hsdp_mesh_;
 };
 
 }  // namespace shardlight::lightning

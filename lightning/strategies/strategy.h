@@ -76,6 +76,16 @@ class StrategyRun {
   virtual void ClipGradientValues(const Trainables& trainables, double clip_value) {
     ClipGradientValue(trainables, clip_value);
   }
+
+  // Checkpoints, at a save and before a resume's load: replaces, in `dict`,
+  // each ShardedTensor this strategy holds replicated across ranks (HSDP's
+  // shards) with its checkpoint view over the world, each piece written
+  // once. No communication. The default changes nothing.
+  virtual absl::Status UseCheckpointViews(sharded::StateDict& dict) { return absl::OkStatus(); }
+
+  // After a load into the dict UseCheckpointViews last changed (collective):
+  // the values each piece's writer loaded reach its other replicas.
+  virtual absl::Status CompleteCheckpointLoad(absl::string_view op) { return absl::OkStatus(); }
 };
 
 class Strategy {

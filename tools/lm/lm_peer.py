@@ -29,6 +29,13 @@ With --param_dtype / --reduce_dtype: fully_shard's MixedPrecisionPolicy(param_dt
 reduce_dtype) on every unit, as shardlight's --param_dtype / --reduce_dtype
 (the shards, AdamW and the clipping stay in --dtype; the logits and the loss
 come out in param_dtype).
+--hsdp (with --mesh=RxS): --fsdp's run on FSDP2's HSDP -- fully_shard with
+init_device_mesh("cpu", (R, S), mesh_dim_names=("replicate", "shard")):
+parameters sharded over the S ranks of a shard group, replicated over R;
+gradients reduce-scattered in the shard group, then all-reduced over the
+replicate group (sums); every rank is data parallel (its torch.chunk of the
+batch over all R*S ranks); the clipping norm sums over the shard group. As
+shardlight's --strategy=hsdp --mesh=RxS.
 With --fsdp, --torch_dcp_dir with --dcp_at=K: after step K, dcp.save of
 {"model": get_model_state_dict, "optim": get_optimizer_state_dict} -- torch's
 own names, as a PyTorch user saves --; --torch_dcp_resume=DIR: get_state_dict,
@@ -214,10 +221,16 @@ def mixed_precision(a):
                                 reduce_dtype=getattr(torch, a.reduce_dtype) if a.reduce_dtype else None)
 
 
-def train_fsdp(a, model, data, world):
-    """FSDP2: fully_shard per block, then the root, on a 1-d mesh of every rank."""
+def train_fsdp(a, model, data, world, replicate=0):
+    """FSDP2: fully_shard per block, then the root, on a 1-d mesh of every rank;
+    with replicate > 0 (HSDP), on the 2-d mesh (replicate, world // replicate)."""
     from torch.distributed.fsdp import FSDPModule, fully_shard
-    mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+    if replicate:
+        mesh = init_device_mesh("cpu", (replicate, world // replicate), mesh_dim_names=("replicate", "shard"))
+        shard_group = mesh["shard"].get_group()
+    else:
+        mesh = init_device_mesh("cpu", (world,), mesh_dim_names=("dp",))
+        shard_group = None  # the world
     mp = mixed_precision(a)
     policy = {} if mp is None else {"mp_policy": mp}
     for i in range(a.layers):
@@ -243,12 +256,13 @@ def train_fsdp(a, model, data, world):
         logits = model(ids)
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").sum() / global_tokens
         loss.backward()
-        # clip_grad_norm_ over the sharded gradients: each rank's shards once, summed over the ranks.
+        # clip_grad_norm_ over the sharded gradients: each rank's shards once, summed over the ranks
+        # (HSDP: over the shard group -- the replicas hold the same shards).
         grads = [q.grad.to_local() for q in params if q.grad is not None]
         squares = torch.zeros(1, dtype=torch.float64)
         for g in grads:
             squares += g.double().pow(2).sum()
-        dist.all_reduce(squares)
+        dist.all_reduce(squares, group=shard_group)
         coef = min(1.0, a.clip / (math.sqrt(squares.item()) + 1e-6))
         for g in grads:
             g.mul_(coef)
@@ -285,6 +299,8 @@ def main():
     p.add_argument("--dcp_dir", default="")
     p.add_argument("--dcp_at", type=int, default=0)
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard per block + root (--mesh=Nx1)")
+    p.add_argument("--hsdp", action="store_true",
+                   help="HSDP: --fsdp on init_device_mesh((R, S), mesh_dim_names=('replicate', 'shard')) (--mesh=RxS)")
     p.add_argument("--param_dtype", choices=("", "bfloat16", "float32", "float64"), default="",
                    help="--fsdp: MixedPrecisionPolicy param_dtype (gather and compute in it; shards stay --dtype)")
     p.add_argument("--reduce_dtype", choices=("", "bfloat16", "float32", "float64"), default="",
@@ -302,6 +318,13 @@ def main():
         p.error("--torch_dcp_dir and --torch_dcp_resume go with --fsdp")
     torch.set_num_threads(a.threads)
     dp, tp = (int(x) for x in a.mesh.split("x"))
+    if a.hsdp:
+        if a.fsdp or a.grads_steps > 0 or a.dcp_dir or a.torch_dcp_dir or a.torch_dcp_resume:
+            p.error("--hsdp goes without --fsdp, --grads_steps, --dcp_dir and the torch DCP options")
+        a.fsdp, replicate, dp = True, dp, dp * tp
+        tp = 1
+    else:
+        replicate = 0
     if a.fsdp and (tp != 1 or a.grads_steps > 0 or a.dcp_dir):
         p.error("--fsdp trains data parallel only (--mesh=Nx1), without --grads_steps or --dcp_dir")
     if (a.param_dtype or a.reduce_dtype) and not a.fsdp:
@@ -314,7 +337,7 @@ def main():
     if a.weights:
         model.load_state_dict(torch.load(a.weights, weights_only=True), strict=True)
     if a.fsdp:
-        train_fsdp(a, model, data, dp)
+        train_fsdp(a, model, data, dp, replicate)
         dist.destroy_process_group()
         return
     mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))

@@ -70,7 +70,8 @@ ABSL_FLAG(std::string, job, "main",
           "main: the main job (simulate/training_run.h); mesh: the mesh job (simulate/mesh_run.h) on --mesh -- it "
           "loads --checkpoint_dir when a checkpoint is there, else trains --steps and saves there");
 ABSL_FLAG(std::string, mesh, "2x2",
-          "--job=mesh and --job=lm: the DP x TP device mesh, e.g. 2x2 or 1x3 (its product is the world size)");
+          "--job=mesh and --job=lm: the DP x TP device mesh, e.g. 2x2 or 1x3 (its product is the world size); "
+          "--strategy=hsdp: replicate x shard");
 ABSL_FLAG(std::string, corpus, shardlight::simulate::kDefaultCorpus, "--job=lm: the text file to train on (bytes)");
 ABSL_FLAG(int, batch, 8, "--job=lm: global samples per step, >= the DP size");
 ABSL_FLAG(int, save_at, -1, "--job=lm: save the checkpoint after this step (0: the initial weights; -1: the end)");
@@ -89,7 +90,8 @@ ABSL_FLAG(std::string, lm_grads_dir, "", "--job=lm: save the gradients of the fi
 ABSL_FLAG(int, lm_grads_steps, 0, "--job=lm: steps whose gradients go to --lm_grads_dir/step<K> (checkpoints)");
 ABSL_FLAG(std::string, strategy, "model_parallel",
           "--job=lm: the Trainer's strategy -- model_parallel (DP x TP on --mesh), fsdp (fully sharded, one unit per "
-          "block) or ddp; fsdp and ddp are data parallel only (--mesh=Nx1)");
+          "block), ddp, or hsdp (fsdp sharded over S and replicated over R on --mesh=RxS: replicate x shard); fsdp "
+          "and ddp are data parallel only (--mesh=Nx1)");
 ABSL_FLAG(bool, fsdp_per_unit, true,
           "--job=lm --strategy=fsdp: gather one block at a time inside the step (fully_shard's default: at most "
           "the root and two blocks unsharded per rank); false: the whole model for the step");
@@ -221,8 +223,9 @@ int Main() {
         !checked.ok()) {
       return BadUsage(absl::StrCat("--", checked.message()));
     }
-    if (!lm_job.fsdp_per_unit && lm_job.strategy != "fsdp") {
-      return BadUsage("--fsdp_per_unit applies to --strategy=fsdp; --strategy=" + lm_job.strategy + " would ignore it");
+    if (!lm_job.fsdp_per_unit && lm_job.strategy != "fsdp" && lm_job.strategy != "hsdp") {
+      return BadUsage("--fsdp_per_unit applies to --strategy=fsdp or hsdp; --strategy=" + lm_job.strategy +
+                      " would ignore it");
     }
     lm_job.steps = steps;
     lm_job.seed = run.seed;
