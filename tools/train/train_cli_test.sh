@@ -26,14 +26,14 @@ expect_exit 2 "--checkpoint_dir='/sys/kernel' is not writable" --checkpoint_dir=
 expect_exit 2 "--lm_dtype must be float32 or float64, not half" --job=lm --mesh=1x1 --lm_dtype=half
 expect_exit 2 "--lm_grads_steps needs --lm_grads_dir" --job=lm --mesh=1x1 --lm_grads_steps=2
 expect_exit 2 "--lm_grads_steps must be >= 0" --job=lm --mesh=1x1 --lm_grads_steps=-1
-expect_exit 2 "--strategy: strategy 'zero3' is not one of model_parallel, fsdp, ddp" --job=lm --mesh=1x1 --strategy=zero3
+expect_exit 2 "--strategy: strategy 'zero3' is not one of model_parallel, fsdp, ddp, hsdp" --job=lm --mesh=1x1 --strategy=zero3
 expect_exit 2 "--strategy: the fsdp strategy is data parallel only: the mesh must be Nx1, not 2x2 (--mesh=2x2)" \
   --job=lm --mesh=2x2 --strategy=fsdp
 expect_exit 2 "--strategy applies to --job=lm; --job=main would ignore it" --strategy=ddp
-expect_exit 2 "--fsdp_per_unit applies to --strategy=fsdp; --strategy=ddp would ignore it" \
+expect_exit 2 "--fsdp_per_unit applies to --strategy=fsdp or hsdp; --strategy=ddp would ignore it" \
   --job=lm --mesh=2x1 --strategy=ddp --fsdp_per_unit=false
 expect_exit 2 "--fsdp_per_unit applies to --job=lm --strategy=fsdp; --job=main would ignore it" --fsdp_per_unit=false
-expect_exit 2 "--param_dtype (fsdp's mixed-precision policy) applies to the fsdp strategy only, not ddp" \
+expect_exit 2 "--param_dtype (fsdp's mixed-precision policy) applies to the fsdp and hsdp strategies only, not ddp" \
   --job=lm --mesh=2x1 --strategy=ddp --param_dtype=bf16
 expect_exit 2 "--reduce_dtype: 'int8' is not a floating dtype" --job=lm --mesh=2x1 --strategy=fsdp --reduce_dtype=int8
 expect_exit 2 "--param_dtype and --reduce_dtype apply to --job=lm --strategy=fsdp; --job=main would ignore them" \
