@@ -451,7 +451,10 @@ absl::Status RunSave(const StateDict& state_dict, const absl::StatusOr<SavePlan>
   bool index_existed = false;  // rank 0's look, for an object store's commit
   absl::Status mine = NoThrow([&]() -> absl::Status {
     SL_RETURN_IF_ERROR(plan.status());
-    SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
+    // On an object store rank 0 alone makes the directory (its marker): the
+    // others write nothing before the agreement below, and W ranks PUTting
+    // the same marker at once stalled one of them for 1 s on SeaweedFS.
+    if (!direct || rank == 0) SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
     if (rank == 0) proposal = NewGeneration();
     if (rank == 0 && direct) index_existed = storage.Exists(JoinPath(dir, kIndexFileName));
     return absl::OkStatus();

@@ -175,7 +175,9 @@ absl::Status SaveDcpCheckpoint(const StateDict& state_dict, const std::string& d
   absl::Status mine = NoThrow([&]() -> absl::Status {
     SL_RETURN_IF_ERROR(plan.status());
     SL_ASSIGN_OR_RETURN(chunks, ChunksOf(state_dict, rank));
-    SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
+    // As the shardlight save: on an object store rank 0 alone makes the
+    // directory, before the agreement (one marker PUT, not W racing ones).
+    if (!storage.RenameIsCopy(dir) || rank == 0) SL_RETURN_IF_ERROR(storage.MakeDirectories(dir));
     if (rank == 0) {
       if (storage.Exists(JoinPath(dir, kIndexFileName))) {
         return absl::FailedPreconditionError(absl::StrCat(
