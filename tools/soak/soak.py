@@ -95,12 +95,36 @@ class Soak:
 
     # --- fault plans on the simulated cluster
 
+    def uninterrupted_cluster_run(self, w, steps, seed, extra=()):
+        """(digest or None, output) of a run with no fault."""
+        code, out, _ = run([self.cluster, "--world_size=%d" % w, "--steps=%d" % steps, "--seed=%d" % seed,
+                            "--timeout_ms=%d" % TIMEOUT_MS] + list(extra))
+        return (digest(out, r"^final state digest ([0-9a-f]+)$") if code == 0 else None), out
+
     def uninterrupted_cluster(self, w, steps, seed):
-        def make():
-            code, out, _ = run([self.cluster, "--world_size=%d" % w, "--steps=%d" % steps, "--seed=%d" % seed,
-                                "--timeout_ms=%d" % TIMEOUT_MS])
-            return digest(out, r"^final state digest ([0-9a-f]+)$") if code == 0 else None
-        return self.cached_digest(("cluster", w, steps, seed), make)
+        return self.cached_digest(("cluster", w, steps, seed),
+                                  lambda: self.uninterrupted_cluster_run(w, steps, seed))
+
+    def explain_digest_mismatch(self, w, steps, seed, faulted_args, faulted_out):
+        """Runs both again once, so that a failure says which run is not reproducible, and shows the
+        losses of every run: a differing reference is nondeterminism, a differing faulted run a
+        resume that is not bit-exact. The case still fails."""
+        _, first_ref_out = self.uninterrupted_cluster(w, steps, seed)
+        # Again with every step's loss printed.
+        again_ref, again_ref_out = self.uninterrupted_cluster_run(w, steps, seed, ["--log_every=1"])
+        d = faulted_args[-1].split("=", 1)[1] + "-again"
+        again_args = faulted_args[:-1] + ["--log_every=1", "--checkpoint_dir=" + d]
+        _, again_out, _ = run(again_args)
+        shutil.rmtree(d, ignore_errors=True)
+        again_faulted = digest(again_out, r"^final state digest ([0-9a-f]+)$")
+
+        def tables(text):
+            keep = [l for l in text.splitlines() if re.match(r"^(phase|rank|resuming|final|step| +\d+ )", l)]
+            return "\n      ".join(keep)
+        return ("run again: the uninterrupted run's digest %s, the faulted run's %s\n"
+                "    uninterrupted run:\n      %s\n    faulted run:\n      %s\n    uninterrupted again:\n      %s\n"
+                "    faulted again:\n      %s" % (again_ref, again_faulted, tables(first_ref_out), tables(faulted_out),
+                                                   tables(again_ref_out), tables(again_out)))
 
     def plan_case(self, i, rng):
         w = rng.randint(2, 5)
@@ -117,9 +141,10 @@ class Soak:
             plan = "%s:rank=%d,step=%d" % (kind, rank, step)
         background = rng.random() < 0.5  # drawn last: earlier draws stay those of older soaks
         d = os.path.join(self.work, "plan%04d" % i)
-        code, out, seconds = run([self.cluster, "--world_size=%d" % w, "--steps=%d" % steps, "--seed=%d" % seed,
-                                  "--timeout_ms=%d" % TIMEOUT_MS, "--fault=" + plan, "--checkpoint_dir=" + d]
-                                 + (["--async_checkpoint"] if background else []))
+        args = ([self.cluster, "--world_size=%d" % w, "--steps=%d" % steps, "--seed=%d" % seed,
+                 "--timeout_ms=%d" % TIMEOUT_MS, "--fault=" + plan] + (["--async_checkpoint"] if background else [])
+                + ["--checkpoint_dir=" + d])
+        code, out, seconds = run(args)
         what = "W=%d steps=%d %s%s" % (w, steps, plan, " async" if background else "")
         problems = []
         if code is None:
@@ -147,10 +172,11 @@ class Soak:
         if v_code != 0:
             problems.append("the last committed checkpoint does not verify: " + v_out[-300:])
         got = digest(out, r"^final state digest ([0-9a-f]+)$")
-        want_digest = self.uninterrupted_cluster(w, steps, seed)
-        if got is None or got != want_digest:
-            problems.append("final digest %s, an uninterrupted run's %s" % (got, want_digest))
         shutil.rmtree(d, ignore_errors=True)
+        want_digest, _ = self.uninterrupted_cluster(w, steps, seed)
+        if got is None or got != want_digest:
+            problems.append("final digest %s, an uninterrupted run's %s; %s" %
+                            (got, want_digest, self.explain_digest_mismatch(w, steps, seed, args, out)))
         return "plan", what, seconds, problems
 
     # --- kill -9 of a real training process
