@@ -95,10 +95,10 @@ class Soak:
 
     # --- fault plans on the simulated cluster
 
-    def uninterrupted_cluster_run(self, w, steps, seed, extra=()):
-        """(digest or None, output) of a run with no fault."""
+    def uninterrupted_cluster_run(self, w, steps, seed):
+        """(digest or None, output) of a run with no fault; every step's loss is in the output."""
         code, out, _ = run([self.cluster, "--world_size=%d" % w, "--steps=%d" % steps, "--seed=%d" % seed,
-                            "--timeout_ms=%d" % TIMEOUT_MS] + list(extra))
+                            "--timeout_ms=%d" % TIMEOUT_MS, "--log_every=1"])
         return (digest(out, r"^final state digest ([0-9a-f]+)$") if code == 0 else None), out
 
     def uninterrupted_cluster(self, w, steps, seed):
@@ -110,10 +110,9 @@ class Soak:
         losses of every run: a differing reference is nondeterminism, a differing faulted run a
         resume that is not bit-exact. The case still fails."""
         _, first_ref_out = self.uninterrupted_cluster(w, steps, seed)
-        # Again with every step's loss printed.
-        again_ref, again_ref_out = self.uninterrupted_cluster_run(w, steps, seed, ["--log_every=1"])
+        again_ref, again_ref_out = self.uninterrupted_cluster_run(w, steps, seed)
         d = faulted_args[-1].split("=", 1)[1] + "-again"
-        again_args = faulted_args[:-1] + ["--log_every=1", "--checkpoint_dir=" + d]
+        again_args = faulted_args[:-1] + ["--checkpoint_dir=" + d]
         _, again_out, _ = run(again_args)
         shutil.rmtree(d, ignore_errors=True)
         again_faulted = digest(again_out, r"^final state digest ([0-9a-f]+)$")
@@ -142,7 +141,8 @@ class Soak:
         background = rng.random() < 0.5  # drawn last: earlier draws stay those of older soaks
         d = os.path.join(self.work, "plan%04d" % i)
         args = ([self.cluster, "--world_size=%d" % w, "--steps=%d" % steps, "--seed=%d" % seed,
-                 "--timeout_ms=%d" % TIMEOUT_MS, "--fault=" + plan] + (["--async_checkpoint"] if background else [])
+                 "--timeout_ms=%d" % TIMEOUT_MS, "--log_every=1", "--fault=" + plan]
+                + (["--async_checkpoint"] if background else [])
                 + ["--checkpoint_dir=" + d])
         code, out, seconds = run(args)
         what = "W=%d steps=%d %s%s" % (w, steps, plan, " async" if background else "")
