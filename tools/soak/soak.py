@@ -105,15 +105,14 @@ class Soak:
         return self.cached_digest(("cluster", w, steps, seed),
                                   lambda: self.uninterrupted_cluster_run(w, steps, seed))
 
-    def explain_digest_mismatch(self, w, steps, seed, faulted_args, faulted_out):
+    def explain_digest_mismatch(self, w, steps, seed, faulted_args, faulted_dir, faulted_out):
         """Runs both again once, so that a failure says which run is not reproducible, and shows the
         losses of every run: a differing reference is nondeterminism, a differing faulted run a
         resume that is not bit-exact. The case still fails."""
         _, first_ref_out = self.uninterrupted_cluster(w, steps, seed)
         again_ref, again_ref_out = self.uninterrupted_cluster_run(w, steps, seed)
-        d = faulted_args[-1].split("=", 1)[1] + "-again"
-        again_args = faulted_args[:-1] + ["--checkpoint_dir=" + d]
-        _, again_out, _ = run(again_args)
+        d = faulted_dir + "-again"
+        _, again_out, _ = run(faulted_args + ["--checkpoint_dir=" + d])
         shutil.rmtree(d, ignore_errors=True)
         again_faulted = digest(again_out, r"^final state digest ([0-9a-f]+)$")
 
@@ -142,9 +141,8 @@ class Soak:
         d = os.path.join(self.work, "plan%04d" % i)
         args = ([self.cluster, "--world_size=%d" % w, "--steps=%d" % steps, "--seed=%d" % seed,
                  "--timeout_ms=%d" % TIMEOUT_MS, "--log_every=1", "--fault=" + plan]
-                + (["--async_checkpoint"] if background else [])
-                + ["--checkpoint_dir=" + d])
-        code, out, seconds = run(args)
+                + (["--async_checkpoint"] if background else []))
+        code, out, seconds = run(args + ["--checkpoint_dir=" + d])
         what = "W=%d steps=%d %s%s" % (w, steps, plan, " async" if background else "")
         problems = []
         if code is None:
@@ -176,7 +174,7 @@ class Soak:
         want_digest, _ = self.uninterrupted_cluster(w, steps, seed)
         if got is None or got != want_digest:
             problems.append("final digest %s, an uninterrupted run's %s; %s" %
-                            (got, want_digest, self.explain_digest_mismatch(w, steps, seed, args, out)))
+                            (got, want_digest, self.explain_digest_mismatch(w, steps, seed, args, d, out)))
         return "plan", what, seconds, problems
 
     # --- kill -9 of a real training process
