@@ -12,6 +12,7 @@ PUBLIC_LABELS = [
     "//lightning/metrics:metrics_callback",
     "//lightning/strategies:ddp",
     "//lightning/strategies:fsdp",
+    "//lightning/strategies:fsdp_tp",
     "//lightning/strategies:model_parallel",
     "//lightning/strategies:strategy",
     "//lightning/tp",

@@ -91,7 +91,7 @@ grep -q "collectives:" <<<"$help" || fail "--help does not list the scenarios"
 expect_exit 2 "outside [1, 64]" --world_size=0
 expect_exit 2 "outside [1, 64]" --world_size=65
 expect_exit 2 "unknown --scenario='nope'" --scenario=nope
-expect_exit 2 "--strategy: strategy 'zero3' is not one of model_parallel, fsdp, ddp, hsdp" --scenario=lm --strategy=zero3
+expect_exit 2 "--strategy: strategy 'zero3' is not one of model_parallel, fsdp_tp, fsdp, ddp, hsdp" --scenario=lm --strategy=zero3
 expect_exit 2 "--strategy applies to --scenario=lm; scenario 'train' would ignore it" --strategy=fsdp
 expect_exit 2 "--fsdp_per_unit applies to --strategy=fsdp; --strategy=ddp would ignore it" \
   --scenario=lm --strategy=ddp --fsdp_per_unit=false

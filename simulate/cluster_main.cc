@@ -38,8 +38,9 @@ ABSL_FLAG(std::string, logdir, "lm_logs",
           "lm scenario: where the 2x2 run's metrics.csv and TensorBoard event file go; relative to the directory "
           "`bazel run` was called from (empty: no logs)");
 ABSL_FLAG(std::string, strategy, "model_parallel",
-          "lm scenario: the Trainer's strategy -- model_parallel (DP x TP on a 2x2 mesh), fsdp (fully sharded, one "
-          "unit per block) or ddp (the last two data parallel on 4 ranks)");
+          "lm scenario: the Trainer's strategy -- model_parallel (DP x TP on a 2x2 mesh), fsdp_tp (the same mesh, "
+          "each TP piece sharded again over DP), fsdp (fully sharded, one unit per block), ddp (the last two data "
+          "parallel on 4 ranks) or hsdp");
 ABSL_FLAG(bool, fsdp_per_unit, true,
           "lm scenario, --strategy=fsdp: gather one block at a time inside the step (fully_shard's default); "
           "false: the whole model for the step");

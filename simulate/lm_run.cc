@@ -24,6 +24,7 @@
 #include "lightning/strategies/ddp_strategy.h"
 #include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_strategy.h"
+#include "lightning/strategies/fsdp_tp_strategy.h"
 #include "lightning/strategies/hsdp_checkpoint.h"
 #include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/tp/mesh_optimizer.h"
@@ -178,6 +179,7 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
     return std::make_shared<lightning::FsdpStrategy>(fsdp);
   }
   if (o.strategy == "ddp") return std::make_shared<lightning::DdpStrategy>();
+  if (o.strategy == "fsdp_tp") return std::make_shared<lightning::FsdpTpStrategy>(mesh);
   return std::make_shared<lightning::ModelParallelStrategy>(mesh, std::move(hook));
 }
 
@@ -188,7 +190,8 @@ absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int6
     return absl::InvalidArgumentError(
         absl::StrCat("strategy '", strategy, "' is not one of ", absl::StrJoin(kLmStrategies, ", ")));
   }
-  if (strategy != "model_parallel" && strategy != "hsdp" && mesh_shape.size() == 2 && mesh_shape[1] != 1) {
+  if (strategy != "model_parallel" && strategy != "fsdp_tp" && strategy != "hsdp" && mesh_shape.size() == 2 &&
+      mesh_shape[1] != 1) {
     return absl::InvalidArgumentError(absl::StrCat("the ", strategy, " strategy is data parallel only: the mesh must be ",
                                                    "Nx1, not ", absl::StrJoin(mesh_shape, "x")));
   }
@@ -232,6 +235,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
     setup = absl::InvalidArgumentError("saving the gradients of the first steps needs a directory (grads_dir)");
   }
   const bool model_parallel = o.strategy == "model_parallel";
+  const bool fsdp_tp = o.strategy == "fsdp_tp";  // the model's TP build, chunked over DP
   if (setup.ok() && o.grads_steps > 0 && !model_parallel) {
     setup = absl::InvalidArgumentError(
         absl::StrCat("saving the gradients of the first steps is done under model_parallel only, not ", o.strategy));
@@ -239,7 +243,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (setup.ok() && o.save_format != "shardlight" && o.save_format != "torch_dcp") {
     setup = absl::InvalidArgumentError(absl::StrCat("save_format '", o.save_format, "' is not shardlight or torch_dcp"));
   }
-  if (setup.ok() && o.save_format == "torch_dcp" && (model_parallel || hsdp || o.save_at < 0)) {
+  if (setup.ok() && o.save_format == "torch_dcp" && (model_parallel || fsdp_tp || hsdp || o.save_at < 0)) {
     setup = absl::InvalidArgumentError(absl::StrCat(
         "save_format torch_dcp saves at save_at (>= 0, not ", o.save_at, ") under fsdp or ddp (not ", o.strategy,
         "): torch.optim.AdamW over whole parameters is what it names"));
@@ -254,8 +258,8 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   }
   SL_RETURN_IF_ERROR(sharded::Agree(world, setup, "LM job setup"));
 
-  MeshPtr mesh;  // model_parallel's and hsdp's; fsdp and ddp lay the model out over the world
-  if (model_parallel || hsdp) {
+  MeshPtr mesh;  // model_parallel's, fsdp_tp's and hsdp's; fsdp and ddp lay the model out over the world
+  if (model_parallel || fsdp_tp || hsdp) {
     SL_ASSIGN_OR_RETURN(mesh, sharded::mesh::DeviceMesh::Create(ctx, o.mesh_shape, "lm"));
   }
   GptModel model(o.model, o.adam);
@@ -312,13 +316,15 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
     SL_RETURN_IF_ERROR(ppl.Bind(model.dp_group()));
     const absl::Status evaluated = sharded::NoThrow([&]() -> absl::Status {
       at::NoGradGuard no_grad;
-      return WithFullParameters(model, [&]() -> absl::Status {
+      const auto evaluate = [&]() -> absl::Status {
         for (int64_t b = 0; b < o.eval_batches; ++b) {
           const auto [ids, targets] = corpus->Samples(o.data_seed + 1, b * o.batch + mine_first, mine_count);
           SL_RETURN_IF_ERROR(ppl.Update(model.TokenLosses(ids, targets)));
         }
         return absl::OkStatus();
-      });
+      };
+      if (fsdp_tp) return lightning::WithTensorParallelPieces(model, evaluate);
+      return WithFullParameters(model, evaluate);
     });
     SL_RETURN_IF_ERROR(sharded::Agree(world, evaluated, "LM evaluation"));
     SL_ASSIGN_OR_RETURN(result.eval_perplexity, ppl.ComputeScalar());

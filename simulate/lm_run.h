@@ -11,7 +11,9 @@
 // names: model_parallel (the default) on the mesh -- the model builds its TP
 // layers from the mesh in its configure hook, the strategy sums the
 // gradients over the DP dim and clips over the mesh, AdamW is
-// tp::MeshAdamWOptimizer --, or fsdp / ddp on an Nx1 mesh (data parallel
+// tp::MeshAdamWOptimizer --, fsdp_tp on the mesh (the same model, its TP
+// pieces chunked again over the DP ranks, gathered for each step), or
+// fsdp / ddp on an Nx1 mesh (data parallel
 // only): the model's dense build, fully_shard per block under fsdp (one
 // block gathered at a time unless fsdp_per_unit is off), lightning::AdamW. Resume (shardlight's checkpoint or a PyTorch DCP one) is
 // the Trainer's; checkpoint keys are the same under every strategy. The job
@@ -19,7 +21,7 @@
 // perplexity.
 //
 // Errors, on every rank before training: InvalidArgument for a strategy
-// that is not model_parallel, fsdp or ddp, a mesh that is not 2-d or does
+// that is not one of kLmStrategies, a mesh that is not 2-d or does
 // not match the world, a TP size > 1 under fsdp or ddp, gradient dumps
 // (grads_steps) under fsdp or ddp, a model the TP size does not fit
 // (CheckGptOptions), a global batch smaller than the DP size, a
@@ -28,7 +30,7 @@
 // missing or empty corpus; the checkpoint's error
 // (naming the key) for a checkpoint of another model shape; InvalidArgument
 // for grads_steps > 0 without grads_dir; InvalidArgument for a save_format
-// other than shardlight or torch_dcp, and torch_dcp under model_parallel or
+// other than shardlight or torch_dcp, and torch_dcp under model_parallel, fsdp_tp or
 // hsdp or without a save_at >= 0; InvalidArgument for a negative checkpoint_every or
 // keep_last, or keep_last > 0 with a save_at >= 0.
 #ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
@@ -49,12 +51,14 @@
 namespace shardlight::simulate {
 
 // The strategies the LM job trains under (LmJobOptions::strategy).
-inline constexpr const char* kLmStrategies[] = {"model_parallel", "fsdp", "ddp", "hsdp"};
+inline constexpr const char* kLmStrategies[] = {"model_parallel", "fsdp_tp", "fsdp", "ddp", "hsdp"};
 
 struct LmJobOptions {
   // Data parallel x tensor parallel; under hsdp, (replicate, shard).
   std::vector<int64_t> mesh_shape = {2, 2};
-  // model_parallel, fsdp, ddp (the last two: mesh_shape Nx1) or hsdp:
+  // model_parallel; fsdp_tp (the same DP x TP model, each TP piece chunked
+  // again over the DP ranks: lightning::FsdpTpStrategy); fsdp, ddp (the
+  // last two: mesh_shape Nx1); or hsdp:
   // fsdp's units and options, sharded over mesh_shape[1] ranks and
   // replicated over mesh_shape[0] (lightning::FsdpStrategy::Hybrid; every
   // rank is data parallel: the batch splits over the world).

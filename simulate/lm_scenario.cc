@@ -60,11 +60,12 @@ absl::Status CheckLmScenarioStrategy(const ScenarioOptions& options) {
 absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
   if (options.steps < 2) return absl::InvalidArgumentError("the lm scenario needs --steps >= 2 (it resumes halfway)");
   SL_RETURN_IF_ERROR(CheckLmScenarioStrategy(options));
-  const bool model_parallel = options.strategy == "model_parallel";
+  // model_parallel and fsdp_tp lay the model out on a DP x TP mesh; the others are data parallel only.
+  const bool on_mesh = options.strategy == "model_parallel" || options.strategy == "fsdp_tp";
   // The uninterrupted run's mesh, then the meshes that resume it.
-  const std::vector<int64_t> first = model_parallel ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4, 1};
+  const std::vector<int64_t> first = on_mesh ? std::vector<int64_t>{2, 2} : std::vector<int64_t>{4, 1};
   const std::vector<std::vector<int64_t>> resumes =
-      model_parallel ? std::vector<std::vector<int64_t>>{{1, 3}, {4, 1}} : std::vector<std::vector<int64_t>>{{3, 1}, {2, 1}};
+      on_mesh ? std::vector<std::vector<int64_t>>{{1, 3}, {4, 1}} : std::vector<std::vector<int64_t>>{{3, 1}, {2, 1}};
   TempDir temp;
   LmJobOptions job;
   job.steps = options.steps;
@@ -85,8 +86,11 @@ absl::Status RunLmScenario(const ScenarioOptions& options, std::ostream& out) {
       "clip %g, global batch %d, corpus %s\n",
       m.layers, m.dim, m.heads, m.mlp_hidden, m.context, m.vocab, job.adam.lr, job.adam.weight_decay, job.clip_norm,
       job.batch, job.corpus);
-  if (model_parallel) {
-    out << "lm: model_parallel on a 2x2 mesh (dim 0 data parallel, dim 1 tensor parallel)";
+  if (on_mesh) {
+    out << "lm: " << options.strategy << " on a 2x2 mesh (dim 0 data parallel, dim 1 tensor parallel"
+        << (options.strategy == "fsdp_tp" ? "; each TP piece of parameters, gradients and AdamW state sharded "
+                                            "over the DP ranks, the whole model gathered for each step)"
+                                          : ")");
   } else {
     out << "lm: " << options.strategy << " on 4 ranks (data parallel"
         << (options.strategy != "fsdp"  ? ")"

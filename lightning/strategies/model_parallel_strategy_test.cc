@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lightning/strategies/model_parallel_strategy.h"
+#include "lightning/strategies/tp_test_model.h"
 #include "lightning/tp/mesh_optimizer.h"
 #include "lightning/tp/parallel_linear.h"
 #include "lightning/trainer.h"
@@ -29,67 +30,9 @@ using simulate::RankContext;
 using simulate::SimulatedCluster;
 using ::testing::HasSubstr;
 
-constexpr int64_t kBatch = 5;  // samples per step: DP 2 -> 3,2; DP 3 -> 2,2,1
-constexpr int64_t kIn = 4, kHidden = 6, kOut = 3;  // hidden over TP 4: 2,2,2,0
-
-// y = proj(gelu(fc(x))): fc column-parallel, proj row-parallel; with
-// `dense`, a dense parameter besides (which model_parallel refuses).
-class TinyTp : public LightningModule {
- public:
-  explicit TinyTp(int fail_dp = -1, int64_t fail_step = -1, bool dense = false)
-      : LightningModule("TinyTp"), fail_dp_(fail_dp), fail_step_(fail_step) {
-    if (dense) register_parameter("scale", at::ones({kOut}));
-  }
-  absl::Status ConfigureShardedModel(const ShardedContext& ctx) override {
-    if (ctx.mesh == nullptr) return absl::OkStatus();  // the strategy's Setup says why
-    SL_ASSIGN_OR_RETURN(tp_, tp::TpMesh::Of(ctx.mesh, 1));
-    SL_ASSIGN_OR_RETURN(fc_, tp::ColumnParallelLinear::Create(tp_, {kIn, kHidden, true, 0.5, ctx.seed}));
-    SL_ASSIGN_OR_RETURN(proj_, tp::RowParallelLinear::Create(tp_, {kHidden, kOut, true, 0.5, ctx.seed + 1}));
-    register_module("fc", fc_);
-    register_module("proj", proj_);
-    return absl::OkStatus();
-  }
-  absl::StatusOr<at::Tensor> TrainingStep(const Batch& batch, const StepContext& ctx) override {
-    // The whole DP group fails (its TP ranks together: none waits for a peer).
-    if (tp_.mesh->coords()[0] == fail_dp_ && ctx.step == fail_step_) return absl::DataLossError("batch unreadable");
-    const auto [first, count] = sharded::ChunkRanges(kBatch, tp_.mesh->size(0))[tp_.mesh->coords()[0]];
-    const at::Tensor x = batch[0].narrow(0, first, count), y = batch[1].narrow(0, first, count);
-    const at::Tensor out = proj_->Forward(at::gelu(fc_->Forward(x)));
-    return (out - y).pow(2).sum() / static_cast<double>(kBatch);
-  }
-  absl::StatusOr<std::unique_ptr<Optimizer>> ConfigureOptimizers() override {
-    SL_ASSIGN_OR_RETURN(auto adam, tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this),
-                                                                 {0.05, 0.9, 0.99, 1e-8, 0.01}));
-    return std::unique_ptr<Optimizer>(std::move(adam));
-  }
-  at::Tensor fc_grad() const { return fc_->weight().local().grad(); }
-
- private:
-  int64_t fail_dp_;
-  int64_t fail_step_;
-  tp::TpMesh tp_;
-  std::shared_ptr<tp::ColumnParallelLinear> fc_;
-  std::shared_ptr<tp::RowParallelLinear> proj_;
-};
-
-class TinyData : public DataSource {
- public:
-  Batch GetBatch(int64_t step) const override {
-    const at::Tensor i = at::arange(kBatch * kIn, at::kFloat).view({kBatch, kIn});
-    const at::Tensor x = at::sin(i * 0.7 + static_cast<double>(step));
-    const at::Tensor y = at::cos(x.narrow(1, 0, kOut) * 2.0);
-    return {x, y};
-  }
-};
-
-sharded::mesh::MeshContext MeshContextOf(const RankContext& ctx) {
-  sharded::mesh::MeshContext m;
-  m.store = ctx.store;
-  m.rank = ctx.rank;
-  m.world_size = ctx.world_size;
-  m.world = ctx.pg;
-  return m;
-}
+using tp_testing::MeshContextOf;
+using tp_testing::TinyData;
+using tp_testing::TinyTp;
 
 struct Outcome {
   std::vector<absl::StatusOr<FitResult>> ranks;

@@ -2,6 +2,7 @@
 
 #include <ATen/core/grad_mode.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -58,14 +59,61 @@ absl::StatusOr<double> GlobalGradNorm(const TpMesh& tp, const MeshParams& params
   return std::sqrt(sharded_part.item<double>() + sums[1].item<double>());
 }
 
-absl::StatusOr<double> ClipGradNorm(const TpMesh& tp, const MeshParams& params, double max_norm) {
-  if (!(max_norm > 0)) return absl::InvalidArgumentError(absl::StrCat("max_norm must be > 0, not ", max_norm));
-  SL_ASSIGN_OR_RETURN(const double norm, GlobalGradNorm(tp, params));
+namespace {
+
+// Every gradient scaled so that `norm` becomes at most max_norm (PyTorch's clip_grad_norm_).
+void ScaleToNorm(const MeshParams& params, double norm, double max_norm) {
   const double coef = std::min(1.0, max_norm / (norm + 1e-6));
   at::NoGradGuard no_grad;
   for (const auto& [key, p] : params) {
     if (p->local().grad().defined()) p->local().mutable_grad().mul_(coef);
   }
+}
+
+absl::Status CheckMaxNorm(double max_norm) {
+  if (!(max_norm > 0)) return absl::InvalidArgumentError(absl::StrCat("max_norm must be > 0, not ", max_norm));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<double> ClipGradNorm(const TpMesh& tp, const MeshParams& params, double max_norm) {
+  SL_RETURN_IF_ERROR(CheckMaxNorm(max_norm));
+  SL_ASSIGN_OR_RETURN(const double norm, GlobalGradNorm(tp, params));
+  ScaleToNorm(params, norm, max_norm);
+  return norm;
+}
+
+absl::StatusOr<double> MeshGradNorm(const MeshParams& params) {
+  if (params.empty()) return 0.0;
+  at::NoGradGuard no_grad;
+  at::Tensor sum = at::zeros({1}, at::kDouble);
+  for (const auto& [key, p] : params) {
+    bool counts = true;  // this rank is its piece's first holder
+    for (size_t d = 0; d < p->placements().size(); ++d) {
+      const sharded::mesh::MeshPlacement& placement = p->placements()[d];
+      if (placement.is_partial()) {
+        return absl::InvalidArgumentError(absl::StrCat("gradient norm of '", key, "': placement ",
+                                                       sharded::mesh::PlacementsString(p->placements()),
+                                                       " has a Partial dim (redistribute it first)"));
+      }
+      if (placement.is_replicate() && p->mesh()->coords()[d] != 0) counts = false;
+    }
+    const at::Tensor& g = p->local().grad();
+    if (counts && g.defined()) sum += g.to(at::kDouble).pow(2).sum();
+  }
+  c10d::ProcessGroup& world = *params.front().second->mesh()->world();
+  SL_RETURN_IF_ERROR(sharded::NoThrow([&] {
+    AllreduceInPlace(sum, world);
+    return absl::OkStatus();
+  }));
+  return std::sqrt(sum.item<double>());
+}
+
+absl::StatusOr<double> ClipMeshGradNorm(const MeshParams& params, double max_norm) {
+  SL_RETURN_IF_ERROR(CheckMaxNorm(max_norm));
+  SL_ASSIGN_OR_RETURN(const double norm, MeshGradNorm(params));
+  ScaleToNorm(params, norm, max_norm);
   return norm;
 }
 

@@ -37,6 +37,20 @@ absl::StatusOr<double> GlobalGradNorm(const TpMesh& tp, const MeshParams& params
 // clipping. InvalidArgument for max_norm <= 0.
 absl::StatusOr<double> ClipGradNorm(const TpMesh& tp, const MeshParams& params, double max_norm);
 
+// Collective over the members' world group (the mesh world every member
+// shares): the L2 norm of all gradients of the global model for members of
+// any layout without Partial -- each distinct piece counted once, by the rank
+// at coordinate 0 of every mesh dim that replicates it -- the same on every
+// rank. For layouts that split a tensor over several mesh dims (FSDP x TP:
+// lightning/strategies/fsdp_tp_strategy.h), where GlobalGradNorm's sum over
+// the TP group alone would miss the other pieces. No members: 0, without a
+// collective. InvalidArgument for a Partial placement (every rank has the
+// same layout, so every rank returns it); Unavailable when the allreduce fails.
+absl::StatusOr<double> MeshGradNorm(const MeshParams& params);
+
+// Collective: ClipGradNorm with MeshGradNorm's norm.
+absl::StatusOr<double> ClipMeshGradNorm(const MeshParams& params, double max_norm);
+
 }  // namespace shardlight::lightning::tp
 
 #endif  // SHARDLIGHT_LIGHTNING_TP_MESH_GRADIENTS_H_

@@ -46,18 +46,43 @@ absl::Status ValidateMeshShape(const std::vector<int64_t>& shape, int world_size
 
 std::vector<int64_t> DeviceMesh::CoordsOf(int rank) const {
   std::vector<int64_t> c(shape_.size());
-  int64_t r = rank;
-  for (int i = ndim() - 1; i >= 0; --i) {
-    c[i] = r % shape_[i];
-    r /= shape_[i];
-  }
+  for (int i = 0; i < ndim(); ++i) c[i] = (rank / strides_[i]) % shape_[i];
   return c;
 }
 
 int DeviceMesh::RankAt(const std::vector<int64_t>& coords) const {
   int64_t r = 0;
-  for (int i = 0; i < ndim(); ++i) r = r * shape_[i] + coords[i];
+  for (int i = 0; i < ndim(); ++i) r += coords[i] * strides_[i];
   return static_cast<int>(r);
+}
+
+absl::StatusOr<MeshPtr> DeviceMesh::Permuted(const std::vector<int>& order) const {
+  std::vector<bool> seen(shape_.size(), false);
+  bool permutation = order.size() == shape_.size();
+  for (int d : order) {
+    if (!permutation || d < 0 || d >= ndim() || seen[d]) {
+      permutation = false;
+      break;
+    }
+    seen[d] = true;
+  }
+  if (!permutation) {
+    return absl::InvalidArgumentError(absl::StrCat("device mesh '", name_, "' (", ShapeString(),
+                                                   "): dims order {", absl::StrJoin(order, ", "),
+                                                   "} is not a permutation of its ", ndim(), " dims"));
+  }
+  auto mesh = std::shared_ptr<DeviceMesh>(new DeviceMesh());
+  for (int d : order) {
+    mesh->shape_.push_back(shape_[d]);
+    mesh->coords_.push_back(coords_[d]);
+    mesh->strides_.push_back(strides_[d]);
+    mesh->groups_.push_back(groups_[d]);
+  }
+  mesh->rank_ = rank_;
+  mesh->world_size_ = world_size_;
+  mesh->name_ = absl::StrCat(name_, "(dims ", absl::StrJoin(order, ","), ")");
+  mesh->world_ = world_;
+  return MeshPtr(std::move(mesh));
 }
 
 std::string DeviceMesh::ShapeString() const { return absl::StrJoin(shape_, "x"); }
@@ -84,6 +109,8 @@ absl::StatusOr<MeshPtr> DeviceMesh::Create(const MeshContext& ctx, std::vector<i
   mesh->world_size_ = ctx.world_size;
   mesh->name_ = name;
   mesh->world_ = ctx.world;
+  mesh->strides_.assign(mesh->shape_.size(), 1);
+  for (int i = mesh->ndim() - 2; i >= 0; --i) mesh->strides_[i] = mesh->strides_[i + 1] * mesh->shape_[i + 1];
   mesh->coords_ = mesh->CoordsOf(ctx.rank);
   // One group per slice along each dim, keyed by the coordinates that stay
   // fixed in it (dim i's own coordinate replaced by '*').

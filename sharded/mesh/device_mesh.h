@@ -1,5 +1,6 @@
-// DeviceMesh: the ranks of a process group arranged as an N-D grid (row-major:
-// rank = sum coords[i] * stride[i]), with one sub-group per mesh dimension
+// DeviceMesh: the ranks of a process group arranged as an N-D grid (rank =
+// sum coords[i] * stride[i]; row-major strides as created, a permutation of
+// them for a Permuted view), with one sub-group per mesh dimension
 // slice: the ranks that differ only in coordinate i share one group, created
 // once per mesh and shared by every mesh tensor on it. A 2 x 4 mesh over 8
 // ranks has 2 row groups of 4 (dim 1) and 4 column groups of 2 (dim 0).
@@ -72,10 +73,20 @@ class DeviceMesh {
   // "2x4".
   std::string ShapeString() const;
 
+  // No communication: the same ranks and sub-groups with the dims reordered
+  // -- dim i of the result is dim `order[i]` of this mesh -- named
+  // "<name>(dims order...)". Mesh tensors nest shards in mesh-dim order, so
+  // a permuted view lays a tensor out in another nesting (FSDP x TP: each
+  // tensor-parallel piece chunked again over the data-parallel ranks puts
+  // the TP dim first). InvalidArgument when `order` is not a permutation of
+  // the dims.
+  absl::StatusOr<std::shared_ptr<const DeviceMesh>> Permuted(const std::vector<int>& order) const;
+
  private:
   DeviceMesh() = default;
   std::vector<int64_t> shape_;
   std::vector<int64_t> coords_;
+  std::vector<int64_t> strides_;  // rank = sum coords[i] * strides_[i]
   int rank_ = 0;
   int world_size_ = 1;
   std::string name_;

@@ -304,23 +304,38 @@ Box MeshLocalBox(const std::vector<int64_t>& mesh_shape, const std::vector<int64
 
 Box MeshTensor::LocalBox() const { return MeshLocalBox(mesh_->shape(), mesh_->coords(), placements_, sizes_); }
 
+namespace {
+
+// FromLocal's local check: the placements fit, and `local` is this rank's box.
+absl::Status CheckLocalPiece(const at::Tensor& local, const DeviceMesh& mesh, const Placements& placements,
+                             const std::vector<int64_t>& global_sizes) {
+  SL_RETURN_IF_ERROR(ValidatePlacements(mesh.shape(), placements, global_sizes));
+  if (!local.defined()) return absl::InvalidArgumentError("local tensor is undefined");
+  const Box box = MeshLocalBox(mesh.shape(), mesh.coords(), placements, global_sizes);
+  if (!SameDims(local.sizes(), box.sizes)) {
+    return absl::InvalidArgumentError(absl::StrCat("local tensor of sizes ", SizesString(local.sizes()),
+                                                   " does not match its box ", SizesString(box.sizes), " of ",
+                                                   SizesString(global_sizes), " under ",
+                                                   PlacementsString(placements)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<MeshTensor> MeshTensor::FromLocal(at::Tensor local, MeshPtr mesh, Placements placements,
                                                  std::vector<int64_t> global_sizes) {
-  absl::StatusOr<uint64_t> verdict = AsVerdict(ValidatePlacements(mesh->shape(), placements, global_sizes));
-  if (verdict.ok() && !local.defined()) verdict = absl::InvalidArgumentError("local tensor is undefined");
-  if (verdict.ok()) {
-    const Box box = MeshLocalBox(mesh->shape(), mesh->coords(), placements, global_sizes);
-    if (!SameDims(local.sizes(), box.sizes)) {
-      verdict = absl::InvalidArgumentError(absl::StrCat("local tensor of sizes ", SizesString(local.sizes()),
-                                                        " does not match its box ", SizesString(box.sizes),
-                                                        " of ", SizesString(global_sizes), " under ",
-                                                        PlacementsString(placements)));
-    } else {
-      verdict = LayoutFingerprint(*mesh, global_sizes, local.scalar_type(), placements);
-    }
-  }
+  absl::StatusOr<uint64_t> verdict = AsVerdict(CheckLocalPiece(local, *mesh, placements, global_sizes));
+  if (verdict.ok()) verdict = LayoutFingerprint(*mesh, global_sizes, local.scalar_type(), placements);
   SL_RETURN_IF_ERROR(AgreeOn(*mesh->world(), verdict, AgreementContext{"mesh tensor from local", "layout"}));
   return MeshTensor(local.contiguous(), std::move(mesh), std::move(placements), std::move(global_sizes));
+}
+
+absl::StatusOr<MeshTensor> MeshTensor::FromLocalAgreed(at::Tensor local, MeshPtr mesh, Placements placements,
+                                                       std::vector<int64_t> global_sizes) {
+  SL_RETURN_IF_ERROR(CheckLocalPiece(local, *mesh, placements, global_sizes));
+  if (!local.is_contiguous()) return absl::InvalidArgumentError("local tensor is not contiguous");
+  return MeshTensor(std::move(local), std::move(mesh), std::move(placements), std::move(global_sizes));
 }
 
 absl::StatusOr<MeshTensor> MeshTensor::Distribute(const at::Tensor& full, MeshPtr mesh, Placements placements) {

@@ -95,6 +95,14 @@ class MeshTensor {
   // has its box's sizes, and ranks agree on sizes, dtype and placements.
   static absl::StatusOr<MeshTensor> FromLocal(at::Tensor local, MeshPtr mesh, Placements placements,
                                               std::vector<int64_t> global_sizes);
+  // No communication, for a layout every rank already agreed on (a strategy
+  // relaying out the members it was handed): wraps `local` itself -- the
+  // same variable, not a copy, so a module that reads the member's local()
+  // keeps reading it. InvalidArgument when the placements do not fit the
+  // mesh and sizes, `local` is undefined or not contiguous, or its sizes are
+  // not this rank's box.
+  static absl::StatusOr<MeshTensor> FromLocalAgreed(at::Tensor local, MeshPtr mesh, Placements placements,
+                                                    std::vector<int64_t> global_sizes);
   // Collective: `full` (the same on every rank) laid out by `placements`;
   // Partial(sum) dims keep the values at coordinate 0 and zeros elsewhere,
   // the other Partial ops the values everywhere.

@@ -207,6 +207,63 @@ TEST(DeviceMeshTest, SubGroupsFollowRowMajorCoordinates) {
   EXPECT_EQ((*out)[0], "0,0 g0=4/2 g1=6/4");
 }
 
+// A permuted view is the same ranks and groups with the dims reordered, and
+// nests shards in its own dim order: Shard(0) on both dims of (tp, dp) is
+// each TP piece chunked again over DP (FSDP x TP), unlike (dp, tp).
+TEST(DeviceMeshTest, APermutedViewKeepsRanksAndGroupsAndNestsInItsOrder) {
+  SimulatedCluster cluster(6, Options());
+  const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    auto made = DeviceMesh::Create(ContextOf(ctx), {2, 3}, "dp_tp");
+    if (!made.ok()) return made.status();
+    const DeviceMesh& m = **made;
+    auto permuted = m.Permuted({1, 0});
+    if (!permuted.ok()) return permuted.status();
+    const DeviceMesh& p = **permuted;
+    EXPECT_EQ(p.ShapeString(), "3x2");
+    EXPECT_EQ(p.name(), "dp_tp(dims 1,0)");
+    EXPECT_EQ(p.rank(), ctx.rank);
+    EXPECT_EQ(p.coords(), (std::vector<int64_t>{m.coords()[1], m.coords()[0]}));
+    EXPECT_EQ(p.group(0).get(), m.group(1).get());
+    EXPECT_EQ(p.group(1).get(), m.group(0).get());
+    for (int r = 0; r < 6; ++r) {
+      const std::vector<int64_t> c = m.CoordsOf(r);
+      EXPECT_EQ(p.CoordsOf(r), (std::vector<int64_t>{c[1], c[0]})) << r;
+      EXPECT_EQ(p.RankAt(p.CoordsOf(r)), r);
+    }
+    // Rows 0..10 of an [11, 2] tensor: TP (3) takes 4,4,3 rows, then DP (2) chunks each piece.
+    const Placements nested = {MeshPlacement::Shard(0), MeshPlacement::Shard(0)};
+    const Box box = MeshLocalBox(p.shape(), p.coords(), nested, {11, 2});
+    const int64_t tp_first[] = {0, 4, 8}, tp_rows[] = {4, 4, 3};
+    const int64_t t = m.coords()[1], d = m.coords()[0];
+    const int64_t dp_rows = (tp_rows[t] + 1) / 2;
+    EXPECT_EQ(box.offsets[0], tp_first[t] + d * dp_rows) << ctx.rank;
+    EXPECT_EQ(box.sizes[0], d == 0 ? dp_rows : tp_rows[t] - dp_rows) << ctx.rank;
+    // A mesh tensor on the view: its full tensor is the reference, and a
+    // piece wrapped without agreement keeps its variable.
+    MeshFactoryOptions o;
+    o.init = MeshInit::kRandn;
+    o.seed = 7;
+    auto x = MeshFactory(*permuted, nested, {11, 2}, o);
+    if (!x.ok()) return x.status();
+    auto full = x->FullTensor();
+    if (!full.ok()) return full.status();
+    at::Tensor want = at::empty({11, 2});
+    FillGlobalRandom(want, {0, 0}, {11, 2}, 7, RandomKind::kNormal);
+    EXPECT_TRUE(at::equal(*full, want));
+    auto wrapped = MeshTensor::FromLocalAgreed(x->local(), *permuted, nested, {11, 2});
+    if (!wrapped.ok()) return wrapped.status();
+    EXPECT_TRUE(wrapped->local().is_same(x->local()));
+    auto wrong = MeshTensor::FromLocalAgreed(at::zeros({7, 2}), *made, nested, {11, 2});  // no box has 7 rows
+    EXPECT_FALSE(wrong.ok());
+    EXPECT_THAT(std::string(wrong.status().message()), ::testing::HasSubstr("does not match its box"));
+    auto bad = m.Permuted({0, 0});
+    EXPECT_FALSE(bad.ok());
+    EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr("is not a permutation"));
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+}
+
 // Every rank's error, for tests that check every rank reports the same one.
 template <typename F>
 std::vector<std::string> ErrorsOnEveryRank(int w, F&& body) {

@@ -13,11 +13,14 @@
 # With --strategy=hsdp (MESH RxS: replicate x shard): shardlight's
 # --strategy=hsdp against the peer's --hsdp (fully_shard on the 2-d mesh
 # init_device_mesh((R, S), mesh_dim_names=("replicate", "shard"))).
+# With --strategy=fsdp_tp (MESH DPxTP): shardlight's --strategy=fsdp_tp
+# against the peer's --fsdp_tp (parallelize_module on the "tp" dim, then
+# fully_shard per block + root on the "dp" dim).
 #
 # Usage: lm_parity.sh TRAIN_BIN CKPT_BIN PEER_SH MESH STEPS [OUT_DIR] [-- MODEL FLAGS]
 #   MODEL FLAGS: --dim=N --heads=N --layers=N --context=N --mlp=N --batch=N
 #   (passed to both sides); --dtypes=A,B and --grads=N set DTYPES and GRADS;
-#   --strategy=model_parallel|fsdp|hsdp (default model_parallel: DTensor TP peer);
+#   --strategy=model_parallel|fsdp|hsdp|fsdp_tp (default model_parallel: DTensor TP peer);
 #   --param_dtype=D --reduce_dtype=D (with --strategy=fsdp: both sides' FSDP2
 #   MixedPrecisionPolicy, e.g. bfloat16 and float32; the DTYPES are the shards');
 #   --tol=DTYPE:X (repeatable) makes X both tolerances of DTYPE. Env: STEP1_TOL (1e-5), CURVE_TOL (1e-3), THREADS (1),
@@ -53,7 +56,8 @@ case $strategy in
   model_parallel) peer_strategy=() ;;
   fsdp) peer_has_fully_shard || exit 0; peer_strategy=(--fsdp) ;;
   hsdp) peer_has_fully_shard || exit 0; peer_strategy=(--hsdp) ;;
-  *) fail "--strategy=$strategy is not model_parallel, fsdp or hsdp" ;;
+  fsdp_tp) peer_has_fully_shard || exit 0; peer_strategy=(--fsdp_tp) ;;
+  *) fail "--strategy=$strategy is not model_parallel, fsdp, hsdp or fsdp_tp" ;;
 esac
 [ ${#policy[@]} -eq 0 ] || [ "$strategy" = fsdp ] || [ "$strategy" = hsdp ] \
   || fail "--param_dtype and --reduce_dtype need --strategy=fsdp or hsdp"

@@ -36,6 +36,13 @@ gradients reduce-scattered in the shard group, then all-reduced over the
 replicate group (sums); every rank is data parallel (its torch.chunk of the
 batch over all R*S ranks); the clipping norm sums over the shard group. As
 shardlight's --strategy=hsdp --mesh=RxS.
+--fsdp_tp (with --mesh=DPxTP): FSDP2 over tensor parallelism, as
+shardlight's --strategy=fsdp_tp: the TP plan below on the mesh's "tp" dim
+(parallelize_module), then fully_shard on each block and the root over its
+"dp" dim -- the 2-d composition PyTorch documents, each TP piece chunked
+again over DP --, gradients reduce-scattered over DP as plain sums; the
+clipping norm counts each piece once (TP-sharded pieces summed over the
+world, TP-replicated ones over DP).
 With --fsdp, --torch_dcp_dir with --dcp_at=K: after step K, dcp.save of
 {"model": get_model_state_dict, "optim": get_optimizer_state_dict} -- torch's
 own names, as a PyTorch user saves --; --torch_dcp_resume=DIR: get_state_dict,
@@ -276,6 +283,72 @@ def train_fsdp(a, model, data, world, replicate=0):
     report(a, rank, start, global_tokens)
 
 
+def tp_plan(a):
+    """The TP layout of shardlight's layers (see the module's docstring)."""
+    plan = {"tok": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
+            "head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)}
+    for i in range(a.layers):
+        for name in ("attn.q", "attn.k", "attn.v", "mlp.fc"):
+            plan[f"block{i}.{name}"] = ColwiseParallel()
+        for name in ("attn.proj", "mlp.proj"):
+            plan[f"block{i}.{name}"] = RowwiseParallel()
+    return plan
+
+
+def train_fsdp_tp(a, model, data, dp, tp):
+    """FSDP2 x TP: parallelize_module on mesh["tp"], then fully_shard per block
+    and on the root over mesh["dp"]."""
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+    mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
+    parallelize_module(model, mesh["tp"], tp_plan(a))
+    for i in range(a.layers):
+        fully_shard(getattr(model, f"block{i}"), mesh=mesh["dp"])
+    fully_shard(model, mesh=mesh["dp"])
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.set_gradient_divide_factor(1.0)
+            module.set_force_sum_reduction_for_comms(True)
+    rank = dist.get_rank()
+    params = list(model.parameters())
+    opt = adamw(params, a)
+    dp_group = mesh["dp"].get_group()
+    first, count = chunk_range(a.batch, dp, mesh.get_coordinate()[0])
+    global_tokens = a.batch * a.context
+    start = time.perf_counter()
+    for step in range(a.steps):
+        opt.zero_grad(set_to_none=True)
+        ids, targets = samples(data, a.data_seed, step * a.batch + first, count, a.context)
+        with loss_parallel():
+            logits = model(ids)
+            loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum") / global_tokens
+            loss.backward()
+        loss = loss.full_tensor() if isinstance(loss, DTensor) else loss
+        # clip_grad_norm_ over the pieces: each held once. A gradient split
+        # over TP (mesh dim 1 of the 2-d DTensor) sums over the world, the
+        # others (replicated over TP) over DP.
+        over_world = torch.zeros(1, dtype=torch.float64)
+        over_dp = torch.zeros(1, dtype=torch.float64)
+        grads = []
+        for q in params:
+            if q.grad is None:
+                continue
+            g = q.grad.to_local() if isinstance(q.grad, DTensor) else q.grad
+            grads.append(g)
+            split_over_tp = q.device_mesh.ndim == 2 and q.placements[1].is_shard()
+            (over_world if split_over_tp else over_dp).add_(g.double().pow(2).sum())
+        dist.all_reduce(over_world)
+        dist.all_reduce(over_dp, group=dp_group)
+        coef = min(1.0, a.clip / (math.sqrt(over_world.item() + over_dp.item()) + 1e-6))
+        for g in grads:
+            g.mul_(coef)
+        opt.step()
+        total = loss.detach().double().reshape(1).clone()
+        dist.all_reduce(total, group=dp_group)
+        if rank == 0:
+            print(f"peer: step {step + 1} loss {total.item():.12f}", flush=True)
+    report(a, rank, start, global_tokens)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--mesh", default="2x2")
@@ -299,6 +372,8 @@ def main():
     p.add_argument("--dcp_dir", default="")
     p.add_argument("--dcp_at", type=int, default=0)
     p.add_argument("--fsdp", action="store_true", help="FSDP2 fully_shard per block + root (--mesh=Nx1)")
+    p.add_argument("--fsdp_tp", action="store_true",
+                   help="FSDP2 x TP: the TP plan on mesh['tp'], then fully_shard per block + root on mesh['dp'] (--mesh=DPxTP)")
     p.add_argument("--hsdp", action="store_true",
                    help="HSDP: --fsdp on init_device_mesh((R, S), mesh_dim_names=('replicate', 'shard')) (--mesh=RxS)")
     p.add_argument("--param_dtype", choices=("", "bfloat16", "float32", "float64"), default="",
@@ -327,6 +402,8 @@ def main():
         replicate = 0
     if a.fsdp and (tp != 1 or a.grads_steps > 0 or a.dcp_dir):
         p.error("--fsdp trains data parallel only (--mesh=Nx1), without --grads_steps or --dcp_dir")
+    if a.fsdp_tp and (a.fsdp or a.hsdp or a.grads_steps > 0 or a.dcp_dir or a.torch_dcp_dir or a.torch_dcp_resume):
+        p.error("--fsdp_tp goes without --fsdp, --hsdp, --grads_steps, --dcp_dir and the torch DCP options")
     if (a.param_dtype or a.reduce_dtype) and not a.fsdp:
         p.error("--param_dtype and --reduce_dtype apply to --fsdp")
     dist.init_process_group("gloo")
@@ -340,15 +417,12 @@ def main():
         train_fsdp(a, model, data, dp, replicate)
         dist.destroy_process_group()
         return
+    if a.fsdp_tp:
+        train_fsdp_tp(a, model, data, dp, tp)
+        dist.destroy_process_group()
+        return
     mesh = init_device_mesh("cpu", (dp, tp), mesh_dim_names=("dp", "tp"))
-    plan = {"tok": RowwiseParallel(input_layouts=Replicate(), output_layouts=Replicate()),
-            "head": ColwiseParallel(output_layouts=Shard(-1), use_local_output=False)}
-    for i in range(a.layers):
-        for name in ("attn.q", "attn.k", "attn.v", "mlp.fc"):
-            plan[f"block{i}.{name}"] = ColwiseParallel()
-        for name in ("attn.proj", "mlp.proj"):
-            plan[f"block{i}.{name}"] = RowwiseParallel()
-    parallelize_module(model, mesh["tp"], plan)
+    parallelize_module(model, mesh["tp"], tp_plan(a))
 
     params = list(model.parameters())
     opt = adamw(params, a)

@@ -26,7 +26,7 @@ expect_exit 2 "--checkpoint_dir='/sys/kernel' is not writable" --checkpoint_dir=
 expect_exit 2 "--lm_dtype must be float32 or float64, not half" --job=lm --mesh=1x1 --lm_dtype=half
 expect_exit 2 "--lm_grads_steps needs --lm_grads_dir" --job=lm --mesh=1x1 --lm_grads_steps=2
 expect_exit 2 "--lm_grads_steps must be >= 0" --job=lm --mesh=1x1 --lm_grads_steps=-1
-expect_exit 2 "--strategy: strategy 'zero3' is not one of model_parallel, fsdp, ddp, hsdp" --job=lm --mesh=1x1 --strategy=zero3
+expect_exit 2 "--strategy: strategy 'zero3' is not one of model_parallel, fsdp_tp, fsdp, ddp, hsdp" --job=lm --mesh=1x1 --strategy=zero3
 expect_exit 2 "--strategy: the fsdp strategy is data parallel only: the mesh must be Nx1, not 2x2 (--mesh=2x2)" \
   --job=lm --mesh=2x2 --strategy=fsdp
 expect_exit 2 "--strategy applies to --job=lm; --job=main would ignore it" --strategy=ddp

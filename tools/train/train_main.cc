@@ -89,8 +89,8 @@ ABSL_FLAG(std::string, lm_dtype, "float32", "--job=lm: float32 or float64 (param
 ABSL_FLAG(std::string, lm_grads_dir, "", "--job=lm: save the gradients of the first --lm_grads_steps steps here");
 ABSL_FLAG(int, lm_grads_steps, 0, "--job=lm: steps whose gradients go to --lm_grads_dir/step<K> (checkpoints)");
 ABSL_FLAG(std::string, strategy, "model_parallel",
-          "--job=lm: the Trainer's strategy -- model_parallel (DP x TP on --mesh), fsdp (fully sharded, one unit per "
-          "block), ddp, or hsdp (fsdp sharded over S and replicated over R on --mesh=RxS: replicate x shard); fsdp "
+          "--job=lm: the Trainer's strategy -- model_parallel (DP x TP on --mesh), fsdp_tp (DP x TP on --mesh with "
+          "each TP piece sharded again over DP: FSDP x TP), fsdp (fully sharded, one unit per block), ddp, or hsdp (fsdp sharded over S and replicated over R on --mesh=RxS: replicate x shard); fsdp "
           "and ddp are data parallel only (--mesh=Nx1)");
 ABSL_FLAG(bool, fsdp_per_unit, true,
           "--job=lm --strategy=fsdp: gather one block at a time inside the step (fully_shard's default: at most "

@@ -1,0 +1,310 @@
+#include "lightning/strategies/fsdp_tp_strategy.h"
+
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "lightning/strategies/fsdp_buckets.h"
+#include "lightning/strategies/reduce_scatter.h"
+#include "lightning/tp/mesh_gradients.h"
+#include "lightning/tp/mesh_optimizer.h"
+#include "sharded/agreement.h"
+#include "sharded/sharding_spec.h"
+#include "sharded/status_macros.h"
+
+namespace shardlight::lightning {
+namespace {
+
+using fsdp_internal::Bucket;
+using fsdp_internal::FlatParam;
+using fsdp_internal::GatherWork;
+using sharded::mesh::MeshPlacement;
+using sharded::mesh::MeshPtr;
+using sharded::mesh::MeshTensor;
+
+// The permuted view's name suffix (DeviceMesh::Permuted names it so).
+constexpr char kLayoutSuffix[] = "(dims 1,0)";
+
+// Whether `m` is laid out by fsdp_tp: on the (TP, DP) view, chunked over DP.
+bool HeldByFsdpTp(const MeshTensor& m) {
+  return m.mesh()->ndim() == 2 && absl::EndsWith(m.mesh()->name(), kLayoutSuffix) &&
+         m.placements().size() == 2 && m.placements()[1] == MeshPlacement::Shard(0);
+}
+
+class FsdpTpRun : public StrategyRun {
+ public:
+  FsdpTpRun(c10::intrusive_ptr<c10d::ProcessGroup> world, MeshPtr mesh, FsdpOptions options,
+            std::deque<sharded::ShardedTensor> chunks, std::vector<Bucket> buckets, tp::MeshParams params)
+      : world_(std::move(world)),
+        mesh_(std::move(mesh)),
+        options_(std::move(options)),
+        chunks_(std::move(chunks)),
+        buckets_(std::move(buckets)),
+        params_(std::move(params)) {}
+
+  absl::Status BeforeStep(int64_t step) override {
+    if (!probed_) {
+      if (options_.reduce_scatter) {
+        SL_ASSIGN_OR_RETURN(reduce_scatter_, ProbeReduceScatter(dp()));
+      }
+      probed_ = true;
+    }
+    const std::string op = absl::StrCat("fsdp_tp all-gather at step ", step);
+    absl::Status gathered = absl::OkStatus();
+    for (Bucket& b : buckets_) {
+      absl::StatusOr<GatherWork> w = fsdp_internal::IssueGather(dp(), b, false, op);
+      if (w.ok()) {
+        const absl::StatusOr<bool> flagged = fsdp_internal::FinishGather(dp(), b, *w, op);
+        gathered = flagged.status();
+        if (gathered.ok() && *flagged) gathered = absl::InternalError(absl::StrCat(op, ": a peer sent a failure flag"));
+        if (gathered.ok() && options_.on_all_gather) options_.on_all_gather("", w->input.scalar_type(), w->bytes);
+      } else {
+        gathered = w.status();
+      }
+      if (!gathered.ok()) break;
+    }
+    if (!gathered.ok()) Reshard();
+    return gathered;
+  }
+
+  absl::Status ReduceGradients(const Trainables&, const absl::Status& local, absl::string_view op) override {
+    // The verdict over the world first: a TP peer of a failed rank must not
+    // wait for it in a DP collective.
+    absl::Status reduced = sharded::Agree(*world_, local, op);
+    for (size_t i = 0; i < buckets_.size() && reduced.ok(); ++i) {
+      absl::StatusOr<bool> flagged = fsdp_internal::ReduceBucket(
+          dp(), buckets_[i], false, reduce_scatter_, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
+      reduced = flagged.status();
+      if (reduced.ok() && *flagged) reduced = absl::InternalError(absl::StrCat(op, ": a failure flag after the verdict"));
+    }
+    Reshard();
+    // The optimizer steps the members' own variables: each chunk's gradient moves there.
+    at::NoGradGuard no_grad;
+    for (Bucket& b : buckets_) {
+      for (FlatParam& p : b.params) {
+        at::Tensor shard = fsdp_internal::LocalShard(p);
+        if (reduced.ok()) p.param.mutable_grad() = shard.grad();
+        shard.mutable_grad() = at::Tensor();
+      }
+    }
+    return reduced;
+  }
+
+  c10d::ProcessGroup& loss_group() override { return dp(); }
+
+  absl::StatusOr<double> ClipGradients(const Trainables&, double max_norm, absl::string_view op) override {
+    absl::StatusOr<double> norm = tp::ClipMeshGradNorm(params_, max_norm);
+    if (!norm.ok() && !absl::IsInvalidArgument(norm.status())) {
+      return absl::UnavailableError(absl::StrCat(op, ": ", norm.status().message()));
+    }
+    return norm;
+  }
+
+  void ClipGradientValues(const Trainables&, double clip_value) override {
+    at::NoGradGuard no_grad;
+    for (const auto& [key, member] : params_) {
+      at::Tensor local = member->local();
+      if (local.grad().defined()) local.mutable_grad().clamp_(-clip_value, clip_value);
+    }
+  }
+
+  // Every member back to its chunk, without its full gradient.
+  void Reshard() {
+    for (Bucket& b : buckets_) fsdp_internal::ReshardBucket(b);
+  }
+
+ private:
+  c10d::ProcessGroup& dp() { return *mesh_->group(0); }
+
+  c10::intrusive_ptr<c10d::ProcessGroup> world_;
+  MeshPtr mesh_;  // (DP, TP)
+  FsdpOptions options_;
+  std::deque<sharded::ShardedTensor> chunks_;  // each member's chunk (the buckets point here)
+  std::vector<Bucket> buckets_;
+  tp::MeshParams params_;
+  bool probed_ = false;
+  bool reduce_scatter_ = false;
+};
+
+// The mesh checked against the world (local: no collective).
+absl::Status CheckMesh(const MeshPtr& mesh, const ShardedContext& ctx) {
+  if (mesh == nullptr) {
+    return absl::InvalidArgumentError("fsdp_tp needs a 2-d device mesh (data parallel x tensor parallel); got none");
+  }
+  if (mesh->ndim() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fsdp_tp needs a 2-d device mesh (data parallel x tensor parallel), not the ", mesh->ndim(), "-d mesh ",
+        mesh->ShapeString()));
+  }
+  if (mesh->size(0) * mesh->size(1) != ctx.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("fsdp_tp: the mesh ", mesh->ShapeString(), " has ",
+                                                   mesh->size(0) * mesh->size(1), " ranks, the world ",
+                                                   ctx.world_size));
+  }
+  if (mesh->rank() != ctx.rank || mesh->world_size() != ctx.world_size) {
+    return absl::InvalidArgumentError(absl::StrCat("fsdp_tp: the mesh ", mesh->ShapeString(), " was made for rank ",
+                                                   mesh->rank(), " of ", mesh->world_size(), ", not rank ", ctx.rank,
+                                                   " of this world's ", ctx.world_size));
+  }
+  return absl::OkStatus();
+}
+
+// The FsdpOptions this strategy does not apply, named.
+absl::Status CheckOptions(const FsdpOptions& o) {
+  std::string unsupported;
+  if (!o.units.empty()) unsupported = "units (the whole model is one gather per dtype)";
+  if (o.per_unit) unsupported = "per_unit";
+  if (o.param_dtype) unsupported = "param_dtype";
+  if (o.reduce_dtype) unsupported = "reduce_dtype";
+  if (o.on_unit_forward) unsupported = "on_unit_forward";
+  if (o.on_unit_collective) unsupported = "on_unit_collective";
+  if (unsupported.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "fsdp_tp gathers the whole model for the step in the parameters' own dtype: FsdpOptions::", unsupported,
+      " is not supported with it yet (use fsdp or hsdp for per-unit gathering and mixed precision)"));
+}
+
+// This rank's chunk of `piece` (its TP piece) over the DP group, as a
+// ShardedTensor on that group (no communication). `held`: `piece` is the
+// chunk already (an earlier fsdp_tp Fit laid it out) and `sizes` the TP
+// piece's.
+absl::StatusOr<sharded::ShardedTensor> ChunkOf(const at::Tensor& piece, const std::vector<int64_t>& sizes, bool held,
+                                               const c10::intrusive_ptr<c10d::ProcessGroup>& dp) {
+  sharded::TensorProperties properties;
+  properties.dtype = piece.scalar_type();
+  properties.requires_grad = true;
+  SL_ASSIGN_OR_RETURN(
+      sharded::ShardedTensorMetadata metadata,
+      sharded::BuildMetadata(sharded::ChunkShardingSpec::OnRanks(0, dp->getSize()), sizes, properties, dp->getSize()));
+  std::vector<sharded::Shard> local = sharded::AllocateLocalShards(metadata, dp->getRank());
+  {
+    at::NoGradGuard no_grad;
+    const sharded::ShardMetadata& m = local.front().metadata;
+    local.front().tensor.copy_(held ? piece.detach() : piece.detach().narrow(0, m.offsets[0], m.sizes[0]));
+  }
+  local.front().tensor.set_requires_grad(true);
+  return sharded::ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(local), std::move(metadata), dp);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpTpStrategy::Setup(LightningModule& module,
+                                                                  const ShardedContext& ctx) const {
+  SL_RETURN_IF_ERROR(CheckMesh(mesh_, ctx));
+  SL_RETURN_IF_ERROR(CheckOptions(options_));
+  if (!module.sharded_parameters().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        module.name(), "'s parameters are held sharded by an earlier fsdp Fit (e.g. \"",
+        module.sharded_parameters().front().first, "\"); fit it with FsdpStrategy, or resume a fresh module"));
+  }
+  const Trainables trainables = TrainablesOf(module);
+  if (!trainables.dense.empty() || !trainables.sharded.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fsdp_tp trains mesh members only (the layers of //lightning/tp); ", module.name(), " has the ",
+        trainables.dense.empty() ? "sharded member" : "dense parameter", " '",
+        trainables.dense.empty() ? trainables.sharded.front().key : trainables.dense.front().key,
+        "': make it a mesh member (tp::MakeParameter, replicated when it is not split)"));
+  }
+  SL_ASSIGN_OR_RETURN(const MeshPtr layout, mesh_->Permuted({1, 0}));
+  const c10::intrusive_ptr<c10d::ProcessGroup>& dp = mesh_->group(0);
+  tp::MeshParams params = tp::TrainableMeshMembers(module);
+  // Checked before anything changes: a bad member leaves the module as it was.
+  std::set<const c10::TensorImpl*> seen;
+  std::vector<bool> held;
+  for (const auto& [key, member] : params) {
+    if (!seen.insert(member->local().unsafeGetTensorImpl()).second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fsdp_tp: the mesh member '", key, "' is reachable under another key too (shared members are not supported)"));
+    }
+    if (member->sizes().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("fsdp_tp shards dim 0: the mesh member '", key, "' has no dims"));
+    }
+    const bool was_held = HeldByFsdpTp(*member);
+    if (was_held) {
+      if (member->mesh()->group(0).get() != mesh_->group(1).get() ||
+          member->mesh()->group(1).get() != dp.get()) {
+        return absl::FailedPreconditionError(absl::StrCat("fsdp_tp: the mesh member '", key,
+                                                          "' is laid out by an earlier Fit on another mesh; fit a "
+                                                          "fresh module (resume its state from a checkpoint)"));
+      }
+    } else if (member->mesh().get() != mesh_.get() || !member->placements()[0].is_replicate()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fsdp_tp: the mesh member '", key, "' is laid out ", sharded::mesh::PlacementsString(member->placements()),
+          " on the mesh '", member->mesh()->name(), "' (", member->mesh()->ShapeString(), "), not on this strategy's mesh '",
+          mesh_->name(), "' (", mesh_->ShapeString(), ") replicated over its data-parallel dim 0"));
+    }
+    held.push_back(was_held);
+  }
+  std::deque<sharded::ShardedTensor> chunks;
+  std::map<c10::ScalarType, Bucket> by_dtype;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const auto& [key, member] = params[i];
+    const MeshPlacement tp_placement = held[i] ? member->placements()[0] : member->placements()[1];
+    // The TP piece's sizes: this rank's box under the mesh's TP placement alone.
+    const sharded::Box piece = sharded::mesh::MeshLocalBox(
+        mesh_->shape(), mesh_->coords(), {MeshPlacement::Replicate(), tp_placement}, member->sizes());
+    const std::vector<int64_t> piece_sizes(piece.sizes.begin(), piece.sizes.end());
+    at::Tensor variable = member->local();
+    SL_ASSIGN_OR_RETURN(sharded::ShardedTensor chunk, ChunkOf(variable, piece_sizes, held[i], dp));
+    chunks.push_back(std::move(chunk));
+    FlatParam p;
+    p.param = variable;
+    p.shard = &chunks.back();
+    p.sizes = piece_sizes;
+    p.rows = sharded::ChunkRanges(piece_sizes[0], dp->getSize());
+    for (size_t d = 1; d < piece_sizes.size(); ++d) p.row_numel *= piece_sizes[d];
+    int64_t chunk_rows = 0;
+    for (const auto& [first, rows] : p.rows) chunk_rows = std::max(chunk_rows, rows);
+    const c10::ScalarType dtype = variable.scalar_type();
+    Bucket& b = by_dtype.try_emplace(dtype, Bucket{0, dtype, {}, 0, dtype, dtype}).first->second;
+    p.offset = b.slot_numel;
+    b.slot_numel += chunk_rows * p.row_numel;
+    {
+      at::NoGradGuard no_grad;
+      variable.set_data(fsdp_internal::LocalShard(p));
+    }
+    SL_ASSIGN_OR_RETURN(*member, MeshTensor::FromLocalAgreed(variable, layout,
+                                                              {tp_placement, MeshPlacement::Shard(0)},
+                                                              member->sizes()));
+    b.params.push_back(std::move(p));
+  }
+  std::vector<Bucket> buckets;
+  for (auto& [dtype, b] : by_dtype) buckets.push_back(std::move(b));
+  auto run = std::make_unique<FsdpTpRun>(ctx.pg, mesh_, options_, std::move(chunks), std::move(buckets),
+                                         std::move(params));
+  run->Reshard();  // between steps each member is its chunk
+  return std::unique_ptr<StrategyRun>(std::move(run));
+}
+
+absl::Status WithTensorParallelPieces(torch::nn::Module& module, const std::function<absl::Status()>& fn) {
+  std::vector<std::pair<at::Tensor, at::Tensor>> restore;  // (the member's variable, its chunk)
+  absl::Status gathered = absl::OkStatus();
+  at::AutoGradMode no_grad_while_gathering(false);
+  for (const auto& [key, member] : tp::TrainableMeshMembers(module)) {
+    if (!HeldByFsdpTp(*member)) continue;
+    absl::StatusOr<MeshTensor> piece = member->Redistribute({member->placements()[0], MeshPlacement::Replicate()});
+    if (!piece.ok()) {
+      gathered = absl::UnavailableError(absl::StrCat("fsdp_tp: gathering '", key, "': ", piece.status().message()));
+      break;
+    }
+    at::Tensor variable = member->local();
+    restore.emplace_back(variable, variable.data());
+    variable.set_data(piece->local().detach());
+  }
+  absl::Status status = gathered;
+  if (status.ok()) {
+    at::AutoGradMode caller_mode(no_grad_while_gathering.prev_mode);
+    status = fn();
+  }
+  for (auto& [variable, chunk] : restore) variable.set_data(chunk);
+  return status;
+}
+
+}  // namespace shardlight::lightning

@@ -1,0 +1,87 @@
+// FsdpTpStrategy: fully sharded data parallel over tensor parallelism (2-d
+// FSDP x TP), as PyTorch composes fully_shard over parallelize_module and as
+// Lightning's ModelParallelStrategy does with a data-parallel dim that
+// shards. The mesh is (DP, TP), as ModelParallelStrategy's: the Trainer hands
+// it to the module's ConfigureShardedModel, which builds its tensor-parallel
+// layers from it (//lightning/tp: mesh members placed Replicate on DP and
+// Shard(d) or Replicate on TP). Setup then shards each member again over the
+// DP ranks.
+//
+// Layout. Between steps a member holds only its DP chunk of its TP piece:
+// the TP piece split on dim 0 as torch.chunk splits it over the DP group
+// (uneven and empty chunks allowed), FSDP2's layout for a DTensor parameter
+// (its "strided" shard: TP first, then DP). The member is re-described on a
+// permuted view of the mesh, (TP, DP), with placements [its TP placement,
+// Shard(0)], so mesh tensors' nesting order says exactly that; its local()
+// stays the same variable (the layers read it), its data the chunk. So the
+// optimizer built after Setup (tp::MeshAdamWOptimizer) steps the chunks and
+// keeps moments of their size, and a checkpoint (the members' and moments'
+// checkpoint views, keys unchanged) holds each chunk once: it resumes under
+// model_parallel, fsdp, ddp or fsdp_tp on any mesh, and theirs here.
+//
+// A step. BeforeStep all-gathers every member's chunks within its DP group
+// (one collective per dtype, each rank's chunk padded to the largest) and
+// sets each member's local() to its TP piece; the forward and backward are
+// the module's tensor-parallel ones. ReduceGradients agrees the step's
+// verdict over the world first (a TP peer of a failed rank must not wait in
+// a DP collective), then reduce-scatters the TP pieces' gradients within the
+// DP group (sums: the module's loss is its share of the global mean, FSDP2
+// with gradient divide factor 1), and sets each member back to its chunk with
+// its gradient chunk. Clipping takes the norm over every piece once
+// (tp::ClipMeshGradNorm). The loss is summed over the DP group. Memory in the
+// step: the whole TP piece of the model (FsdpOptions::per_unit is not
+// supported here yet); between steps 1/(DP*TP) of it, and of AdamW's moments.
+//
+// Errors, from Setup (local, so the Trainer agrees them on every rank before
+// any collective): InvalidArgument for a null mesh, one that is not 2-d,
+// whose size is not the world's or that was made for another rank; for a
+// trainable dense parameter or ShardedTensor member, a member not replicated
+// over DP, a 0-dim member or one member reachable under two keys (named);
+// for FsdpOptions this strategy does not support (units, per_unit,
+// param_dtype, reduce_dtype and the per-unit hooks: named).
+// FailedPrecondition when the module's parameters are held sharded by an
+// earlier fsdp Fit. A second Fit on the same mesh keeps the layout the first
+// made. A step failing on any rank fails every rank with that rank's error.
+//
+// Precondition: every rank's members hold the values of one model (the TP
+// layers build them from the seed by global index).
+#ifndef SHARDLIGHT_LIGHTNING_STRATEGIES_FSDP_TP_STRATEGY_H_
+#define SHARDLIGHT_LIGHTNING_STRATEGIES_FSDP_TP_STRATEGY_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "lightning/strategies/fsdp_strategy.h"
+#include "sharded/mesh/device_mesh.h"
+
+namespace shardlight::lightning {
+
+class FsdpTpStrategy : public Strategy {
+ public:
+  // `mesh`: (DP, TP), this rank's (sharded::mesh::DeviceMesh::Create), so
+  // each rank has its own instance. Of `options`, reduce_scatter and
+  // on_all_gather apply.
+  explicit FsdpTpStrategy(sharded::mesh::MeshPtr mesh, FsdpOptions options = {})
+      : mesh_(std::move(mesh)), options_(std::move(options)) {}
+  std::string name() const override { return "fsdp_tp"; }
+  sharded::mesh::MeshPtr mesh() const override { return mesh_; }
+  absl::StatusOr<std::unique_ptr<StrategyRun>> Setup(LightningModule& module,
+                                                     const ShardedContext& ctx) const override;
+
+ private:
+  sharded::mesh::MeshPtr mesh_;
+  FsdpOptions options_;
+};
+
+// Collective over the world of the members' mesh: runs `fn` with every mesh
+// member of `module` that fsdp_tp holds chunked (between steps) set to its
+// whole TP piece -- for evaluation or export after a Fit -- then sets each
+// back to its chunk. Members of other layouts are left alone. The gathers'
+// error (Unavailable, naming the member) before `fn` runs; else fn's.
+absl::Status WithTensorParallelPieces(torch::nn::Module& module, const std::function<absl::Status()>& fn);
+
+}  // namespace shardlight::lightning
+
+#endif  // SHARDLIGHT_LIGHTNING_STRATEGIES_FSDP_TP_STRATEGY_H_

@@ -1,0 +1,246 @@
+// FsdpTpStrategy under the Trainer, on the simulated cluster: the small
+// tensor-parallel MLP (tp_test_model.h) in float64 trains to model_parallel's
+// losses and reduced, clipped gradients on every DP x TP mesh (uneven and
+// empty DP chunks and TP pieces included) while each rank keeps 1/W of it
+// between steps; its checkpoint resumes under model_parallel and fsdp_tp on
+// other meshes, and model_parallel's under fsdp_tp; a second Fit keeps the
+// layout; a DP group failing its step fails every rank naming it; bad meshes,
+// dense parameters and unsupported options are refused on every rank before
+// any collective.
+#include "lightning/strategies/fsdp_tp_strategy.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <tuple>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "lightning/sharded_module.h"
+#include "lightning/strategies/model_parallel_strategy.h"
+#include "lightning/strategies/tp_test_model.h"
+#include "lightning/trainer.h"
+#include "sharded/mesh/device_mesh.h"
+#include "simulate/core/simulated_cluster.h"
+
+namespace shardlight::lightning {
+namespace {
+
+using simulate::RankContext;
+using simulate::SimulatedCluster;
+using tp_testing::kHidden;
+using tp_testing::kIn;
+using tp_testing::kOut;
+using tp_testing::MeshContextOf;
+using tp_testing::TinyData;
+using tp_testing::TinyTp;
+using ::testing::HasSubstr;
+
+using StrategyFor = std::function<std::shared_ptr<Strategy>(sharded::mesh::MeshPtr)>;
+
+const StrategyFor kModelParallel = [](sharded::mesh::MeshPtr mesh) {
+  return std::make_shared<ModelParallelStrategy>(std::move(mesh));
+};
+const StrategyFor kFsdpTp = [](sharded::mesh::MeshPtr mesh) {
+  return std::make_shared<FsdpTpStrategy>(std::move(mesh));
+};
+
+struct Job {
+  std::vector<int64_t> shape;  // empty: no mesh
+  StrategyFor strategy = kFsdpTp;
+  int64_t steps = 4;
+  std::string checkpoint_dir;  // saved at the end; resumed from when it holds one
+  int fail_dp = -1;
+  bool dense = false;
+  bool second_fit = false;  // then Fit the same module again (a fresh Trainer, the same steps)
+};
+
+struct Outcome {
+  std::vector<absl::StatusOr<FitResult>> ranks;
+  std::vector<FitResult> second;  // each rank's second Fit
+  at::Tensor fc_grad;             // rank 0's fc weight gradient after the last step (reduced, clipped)
+  int64_t held_numel = 0;         // every rank's members' elements between steps, summed
+};
+
+Outcome Train(const Job& run) {
+  const int world = run.shape.empty() ? 2 : static_cast<int>(run.shape[0] * run.shape[1]);
+  Outcome out;
+  out.ranks.resize(world, absl::UnknownError("not run"));
+  out.second.resize(world);
+  std::vector<int64_t> held(world, 0);
+  simulate::ClusterOptions options;
+  options.collective_timeout = std::chrono::seconds(5);
+  SimulatedCluster cluster(world, options);
+  const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    sharded::mesh::MeshPtr mesh;
+    if (!run.shape.empty()) {
+      absl::StatusOr<sharded::mesh::MeshPtr> made = sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), run.shape, "t");
+      if (!made.ok()) return made.status();
+      mesh = *made;
+    }
+    TinyTp model(run.fail_dp, 2, run.dense, at::kDouble);
+    TrainerOptions o;
+    o.max_steps = run.steps;
+    o.seed = 3;
+    o.gradient_clip_norm = 0.5;  // below the norms: every step clips
+    o.checkpoint_dir = run.checkpoint_dir;
+    o.strategy = run.strategy(mesh);
+    out.ranks[ctx.rank] = Trainer(o).Fit(model, TinyData(), ctx.pg);
+    if (!out.ranks[ctx.rank].ok()) return absl::OkStatus();
+    if (ctx.rank == 0) out.fc_grad = model.fc_grad().clone();
+    for (auto& [key, m] : MeshMembers(model, "")) held[ctx.rank] += m->local().numel();
+    if (run.second_fit) {
+      absl::StatusOr<FitResult> second = Trainer(o).Fit(model, TinyData(), ctx.pg);
+      if (!second.ok()) return second.status();
+      out.second[ctx.rank] = *second;
+    }
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
+  for (int64_t h : held) out.held_numel += h;
+  return out;
+}
+
+std::string ShapeName(const std::vector<int64_t>& shape) { return absl::StrCat(shape[0], "x", shape[1]); }
+
+void ExpectLosses(const Outcome& run, const std::vector<double>& want, const std::string& name, size_t from = 0) {
+  for (size_t r = 0; r < run.ranks.size(); ++r) {
+    ASSERT_TRUE(run.ranks[r].ok()) << name << " rank " << r << ": " << run.ranks[r].status();
+    const std::vector<double>& got = run.ranks[r]->losses;
+    ASSERT_EQ(got.size() + from, want.size()) << name;
+    for (size_t s = 0; s < got.size(); ++s) {
+      EXPECT_NEAR(got[s], want[s + from], 1e-12 * std::abs(want[s + from])) << name << " rank " << r << " step " << s;
+    }
+  }
+}
+
+std::string TestDir(const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  return absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/", name);
+}
+
+TEST(FsdpTpStrategyTest, EveryMeshTrainsAsModelParallelHoldingOneWthOfTheModel) {
+  const Outcome one = Train({{1, 1}, kModelParallel});
+  ASSERT_TRUE(one.ranks[0].ok()) << one.ranks[0].status();
+  const std::vector<double>& want = one.ranks[0]->losses;
+  ASSERT_EQ(want.size(), 4u);
+  EXPECT_LT(want.back(), want.front());
+  const int64_t model_numel = kHidden * kIn + kHidden + kOut * kHidden + kOut;
+  // 4x1: fc's 6 rows chunk 2,2,2,0 over DP and proj's 3 rows 1,1,1,0; 1x4 and 2x4: TP pieces of
+  // 2,2,2,0 hidden features, the empty one chunked again; 3x2: pieces of 3 rows chunked 1,1,1.
+  for (const std::vector<int64_t>& shape :
+       {std::vector<int64_t>{1, 1}, {2, 1}, {1, 2}, {2, 2}, {4, 1}, {1, 4}, {3, 2}, {2, 4}}) {
+    const std::string name = ShapeName(shape);
+    const Outcome mp = Train({shape, kModelParallel});
+    const Outcome run = Train({shape, kFsdpTp});
+    ExpectLosses(mp, want, name + " model_parallel");
+    ExpectLosses(run, want, name + " fsdp_tp");
+    // Between steps every element of the model is held once over the world (model_parallel: DP times),
+    // but for proj's bias, which TP replicates (as FSDP2 x TP does): once per TP rank.
+    EXPECT_EQ(run.held_numel, model_numel + (shape[1] - 1) * kOut) << name;
+    // Rank 0 holds the first rows of fc's first TP piece: its reduced, clipped gradient is the 1x1 run's rows.
+    ASSERT_TRUE(run.fc_grad.defined()) << name;
+    const at::Tensor want_rows = one.fc_grad.narrow(0, 0, run.fc_grad.size(0));
+    EXPECT_TRUE(at::allclose(run.fc_grad, want_rows, 1e-12, 1e-15)) << name << ": " << run.fc_grad << " vs " << want_rows;
+  }
+}
+
+// The checkpoint's keys and global values are model_parallel's: an fsdp_tp
+// save resumes under model_parallel and under fsdp_tp on other meshes, and
+// model_parallel's under fsdp_tp, each continuing the uninterrupted losses.
+TEST(FsdpTpStrategyTest, CheckpointsResumeAcrossStrategiesAndMeshes) {
+  const Outcome whole = Train({{1, 1}, kModelParallel, 6});
+  ASSERT_TRUE(whole.ranks[0].ok()) << whole.ranks[0].status();
+  const std::vector<double>& want = whole.ranks[0]->losses;
+  const std::string saved = TestDir("fsdp_tp_2x2");
+  const Outcome first = Train({{2, 2}, kFsdpTp, 4, saved});
+  ExpectLosses(first, {want.begin(), want.begin() + 4}, "fsdp_tp 2x2 to step 4");
+  const std::vector<std::tuple<std::vector<int64_t>, StrategyFor, std::string>> resumes = {
+      {{1, 2}, kModelParallel, "model_parallel 1x2"}, {{3, 2}, kFsdpTp, "fsdp_tp 3x2"}, {{1, 1}, kFsdpTp, "fsdp_tp 1x1"}};
+  for (size_t i = 0; i < resumes.size(); ++i) {
+    const auto& [shape, strategy, name] = resumes[i];
+    const std::string dir = TestDir(absl::StrCat("fsdp_tp_resume_", i));
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(saved, dir, std::filesystem::copy_options::recursive);
+    const Outcome resumed = Train({shape, strategy, 6, dir});
+    for (const auto& r : resumed.ranks) {
+      ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+      EXPECT_EQ(r->start_step, 4) << name;
+    }
+    ExpectLosses(resumed, want, name, 4);
+  }
+  const std::string mp_dir = TestDir("model_parallel_2x1");
+  const Outcome mp = Train({{2, 1}, kModelParallel, 3, mp_dir});
+  ExpectLosses(mp, {want.begin(), want.begin() + 3}, "model_parallel 2x1 to step 3");
+  const Outcome resumed = Train({{2, 2}, kFsdpTp, 6, mp_dir});
+  ExpectLosses(resumed, want, "fsdp_tp 2x2 from model_parallel's step 3", 3);
+}
+
+TEST(FsdpTpStrategyTest, ASecondFitKeepsTheLayout) {
+  Job reference{{1, 1}, kModelParallel, 2};
+  reference.second_fit = true;
+  const Outcome want = Train(reference);
+  ASSERT_TRUE(want.ranks[0].ok()) << want.ranks[0].status();
+  Job run{{2, 2}, kFsdpTp, 2};
+  run.second_fit = true;
+  const Outcome twice = Train(run);
+  const int64_t model_numel = kHidden * kIn + kHidden + kOut * kHidden + kOut;
+  EXPECT_EQ(twice.held_numel, model_numel + kOut);  // proj's bias once per TP rank
+  for (size_t r = 0; r < twice.ranks.size(); ++r) {
+    ASSERT_TRUE(twice.ranks[r].ok()) << twice.ranks[r].status();
+    // A fresh optimizer from the kept chunks: the second Fit continues the first's parameters.
+    ASSERT_EQ(twice.second[r].losses.size(), 2u) << r;
+    EXPECT_LT(twice.second[r].losses[0], twice.ranks[r]->losses[0]) << r;
+    for (size_t s = 0; s < 2; ++s) {
+      EXPECT_NEAR(twice.second[r].losses[s], want.second[0].losses[s], 1e-12 * want.second[0].losses[s]) << r;
+    }
+  }
+}
+
+TEST(FsdpTpStrategyTest, AFailedStepFailsEveryRankNamingIt) {
+  Job run{{2, 2}};
+  run.fail_dp = 1;
+  const Outcome failed = Train(run);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_FALSE(failed.ranks[r].ok()) << "rank " << r << " trained";
+    EXPECT_THAT(std::string(failed.ranks[r].status().message()), HasSubstr("training step 2 failed on rank 2"))
+        << "rank " << r;
+    EXPECT_THAT(std::string(failed.ranks[r].status().message()), HasSubstr("batch unreadable")) << "rank " << r;
+  }
+}
+
+TEST(FsdpTpStrategyTest, BadMeshesParametersAndOptionsFailEveryRank) {
+  const auto expect_everywhere = [](const Outcome& run, const std::string& want) {
+    for (size_t r = 0; r < run.ranks.size(); ++r) {
+      ASSERT_FALSE(run.ranks[r].ok()) << want << " rank " << r;
+      EXPECT_THAT(std::string(run.ranks[r].status().message()), HasSubstr(want)) << "rank " << r;
+    }
+  };
+  expect_everywhere(Train({{}}), "fsdp_tp needs a 2-d device mesh");
+  Job dense{{1, 2}};
+  dense.dense = true;
+  expect_everywhere(Train(dense), "has the dense parameter 'scale'");
+  FsdpOptions units;
+  units.units = {"fc"};
+  FsdpOptions per_unit;
+  per_unit.per_unit = true;
+  FsdpOptions bf16;
+  bf16.param_dtype = at::kBFloat16;
+  for (const auto& [options, name] : {std::pair{units, "units"}, std::pair{per_unit, "per_unit"},
+                                      std::pair{bf16, "param_dtype"}}) {
+    Job bad{{2, 1}};
+    bad.strategy = [options = options](sharded::mesh::MeshPtr mesh) {
+      return std::make_shared<FsdpTpStrategy>(std::move(mesh), options);
+    };
+    expect_everywhere(Train(bad), absl::StrCat("FsdpOptions::", name));
+  }
+}
+
+}  // namespace
+}  // namespace shardlight::lightning
