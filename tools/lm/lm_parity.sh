@@ -20,6 +20,8 @@
 # Usage: lm_parity.sh TRAIN_BIN CKPT_BIN PEER_SH MESH STEPS [OUT_DIR] [-- MODEL FLAGS]
 #   MODEL FLAGS: --dim=N --heads=N --layers=N --context=N --mlp=N --batch=N
 #   (passed to both sides); --dtypes=A,B and --grads=N set DTYPES and GRADS;
+#   --steps=N replaces STEPS (a test's longer run: bazel test
+#   --test_arg=--steps=50 ...);
 #   --strategy=model_parallel|fsdp|hsdp|fsdp_tp (default model_parallel: DTensor TP peer);
 #   --param_dtype=D --reduce_dtype=D (with --strategy=fsdp: both sides' FSDP2
 #   MixedPrecisionPolicy, e.g. bfloat16 and float32; the DTYPES are the shards');
@@ -42,6 +44,7 @@ model=(); strategy=model_parallel; policy=(); declare -A tols=()
 for f in "$@"; do  # --dtypes=A,B and --grads=N: as DTYPES and GRADS
   case $f in
     --dtypes=*) DTYPES=${f#*=}; DTYPES=${DTYPES//,/ } ;; --grads=*) GRADS=${f#*=} ;;
+    --steps=*) steps=${f#*=} ;;
     --strategy=*) strategy=${f#*=} ;; --tol=*:*) f=${f#*=}; tols[${f%%:*}]=${f#*:} ;;
     --param_dtype=*|--reduce_dtype=*) policy+=("$f") ;;
     *) model+=("$f") ;;
