@@ -34,8 +34,9 @@ class Registry {
     for (auto it = entries_.begin(); it != entries_.end();) {
       it = it->second.impl.expired() ? entries_.erase(it) : std::next(it);
     }
-    entries_[param.unsafeGetTensorImpl()] =
-        Deferred{c10::weak_intrusive_ptr<c10::TensorImpl>(param.getIntrusivePtr()), std::move(sizes), std::move(init)};
+    entries_.insert_or_assign(
+        param.unsafeGetTensorImpl(),
+        Deferred{c10::weak_intrusive_ptr<c10::TensorImpl>(param.getIntrusivePtr()), std::move(sizes), std::move(init)});
   }
   // The entry of `param` (a copy: the initialiser runs without the lock).
   std::optional<Deferred> Find(const at::Tensor& param) {
