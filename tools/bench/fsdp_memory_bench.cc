@@ -12,8 +12,8 @@
 //   --model=gpt --gpt_dim=D --gpt_layers=L ...: simulate::GptModel (one fsdp
 //     unit per block), deferred initialisation by default (fsdp_memory_gpt.h).
 // Each process also prints its resident memory after the last optimizer
-// step (after malloc_trim: what the process keeps between steps) above its
-// start, beside the ideal persistent part (state / W).
+// step above its resident memory at start (both after malloc_trim: what the
+// process keeps), beside the ideal persistent part (state / W).
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <signal.h>
@@ -233,6 +233,7 @@ int Main() {
   }
   int exit_code = 0;
   const double before = PeakRssMib();
+  const double resident_before = CurrentRssMib();
   auto job = tools::bench::JoinLauncherJob("fsdp_memory_bench", std::chrono::minutes(5), &exit_code);
   if (job == nullptr) return exit_code;
   const int rank = job->placement().rank, w = job->placement().world_size;
@@ -250,7 +251,7 @@ int Main() {
   const double ideal = state / w + unit_params * 4 * 2 / mib;  // + one unit's full parameters and gradients
   std::printf("fsdp_memory: shardlight %s rank %d/%d peak_rss_mib %.1f (at start %.1f) state_mib %.1f ideal_mib %.1f "
               "persistent_mib %.1f ideal_persistent_mib %.1f\n",
-              strategy.c_str(), rank, w, peak, before, state, ideal, persistent - before, state / w);
+              strategy.c_str(), rank, w, peak, before, state, ideal, persistent - resident_before, state / w);
   if (rank == 0) std::printf("fsdp_memory: shardlight %s W=%d losses %s\n", strategy.c_str(), w, Losses(*losses).c_str());
   return 0;
 }

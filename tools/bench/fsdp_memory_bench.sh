@@ -39,7 +39,7 @@ pat = r"rank (\d+)/\d+ peak_rss_mib ([0-9.]+) \(at start ([0-9.]+)\)"
 scaling = []
 for w, text in zip(runs[0::2], runs[1::2]):
     ours = {int(m[0]): (float(m[1]), float(m[2]), float(m[3])) for m in re.findall(
-        "shardlight \\S+ " + pat + r".*persistent_mib ([0-9.-]+)", text)}
+        "shardlight \\S+ " + pat + r" state_mib .* persistent_mib ([0-9.-]+) ideal_persistent_mib", text)}
     theirs = {int(m[0]): (float(m[1]), float(m[2]), float(m[3])) for m in re.findall(
         "pytorch fsdp2 " + pat + r" persistent_mib ([0-9.-]+)", text)}
     ideal = float(re.search(r"ideal_mib ([0-9.]+)", text).group(1))

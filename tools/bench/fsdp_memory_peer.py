@@ -89,8 +89,12 @@ def main():
     parser.add_argument("--steps", type=int, default=3)
     args = parser.parse_args()
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    resident_before = current_rss_mib()
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
+    if args.model == "gpt" and args.batch % world != 0:
+        # lm_peer's attention reshapes (view(b, t, -1, head_dim)) fail on an empty batch.
+        raise SystemExit(f"--model=gpt: --batch={args.batch} must be a multiple of the {world} ranks")
     torch.manual_seed(3)
     if args.model == "gpt":
         model = build_gpt(args)
@@ -120,7 +124,7 @@ def main():
         persistent = current_rss_mib()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     print(f"fsdp_memory: pytorch fsdp2 rank {rank}/{world} peak_rss_mib {peak:.1f} (at start {before:.1f}) "
-          f"persistent_mib {persistent - before:.1f}", flush=True)
+          f"persistent_mib {persistent - resident_before:.1f}", flush=True)
     dist.destroy_process_group()
 
 
