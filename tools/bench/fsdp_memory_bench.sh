@@ -7,6 +7,8 @@
 # Usage: bash tools/bench/fsdp_memory_bench.sh [W | scaling] [-- --width=4096 --units=8 --steps=3]
 #   bash tools/bench/fsdp_memory_bench.sh 4 -- --model=gpt --batch=4 --steps=3
 # "scaling" runs W = 1, 2, 3, 4 and adds a table of the persistent part per W.
+# Both sides inherit the environment: MALLOC_MMAP_THRESHOLD_=131072 measures
+# live memory rather than what glibc's dynamic threshold keeps in the heap.
 # Needs the torch 2.x venv (tools/setup.sh --torch2) for FSDP2 and its torchrun.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -226,6 +226,10 @@ int Main() {
         !checked.ok()) {
       return BadUsage(absl::StrCat("--", checked.message()));
     }
+    if (absl::GetFlag(FLAGS_lm_deferred_init) && lm_job.strategy == "model_parallel") {
+      return BadUsage("--lm_deferred_init applies to the dense build (--strategy=fsdp, hsdp or ddp); "
+                      "--strategy=model_parallel builds each rank's slices and would ignore it");
+    }
     if (!lm_job.fsdp_per_unit && lm_job.strategy != "fsdp" && lm_job.strategy != "hsdp") {
       return BadUsage("--fsdp_per_unit applies to --strategy=fsdp or hsdp; --strategy=" + lm_job.strategy +
                       " would ignore it");
