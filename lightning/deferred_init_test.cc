@@ -141,13 +141,17 @@ TEST(DeferredInitTest, ErrorsNameTheParameter) {
 // the rows they fill on this rank.
 class DeferredStack : public LightningModule {
  public:
-  explicit DeferredStack(bool deferred) : LightningModule("DeferredStack") {
+  // `fail`: u0.weight's initialiser fails (DataLoss) on the rows it is given.
+  explicit DeferredStack(bool deferred, bool fail = false) : LightningModule("DeferredStack") {
     for (int u = 0; u < 2; ++u) units_.push_back(register_module("u" + std::to_string(u), torch::nn::Linear(4, 5 + u)));
     head_ = register_module("head", torch::nn::Linear(6, 1));
     uint64_t seed = 10;
     for (auto& item : named_parameters()) {
       const std::vector<int64_t> sizes = item.value().sizes().vec();
       RowInitializer init = IndexInit(sizes, static_cast<double>(++seed));
+      if (fail && item.key() == "u0.weight") {
+        init = [](at::Tensor&, int64_t) { return absl::DataLossError("the weights file is gone"); };
+      }
       if (!deferred) {
         at::NoGradGuard no_grad;
         at::Tensor whole = at::empty(sizes, at::kFloat);
@@ -244,6 +248,30 @@ TEST(DeferredInitTest, FsdpFillsOnlyEachRanksChunkAndTrainsAsEager) {
         }
       }
     }
+  }
+}
+
+// One rank's failing initialiser (in fsdp's Setup: it fills that rank's
+// rows only) fails every rank's Fit with that rank's error, named, before
+// any step.
+TEST(DeferredInitTest, AFailingInitialiserOnOneRankFailsEveryRankNamed) {
+  simulate::SimulatedCluster cluster(2);
+  auto results = cluster.Run([&](simulate::RankContext& ctx) -> absl::StatusOr<absl::Status> {
+    DeferredStack module(true, /*fail=*/ctx.rank == 1);
+    TrainerOptions options;
+    options.max_steps = 2;
+    FsdpOptions fsdp;
+    fsdp.units = {"u0", "u1"};
+    options.strategy = std::make_shared<FsdpStrategy>(fsdp);
+    return Trainer(options).Fit(module, Inputs(), ctx.pg).status();
+  });
+  ASSERT_TRUE(results.ok()) << results.status();
+  for (int r = 0; r < 2; ++r) {
+    const absl::Status& fit = (*results)[r];
+    EXPECT_FALSE(fit.ok()) << "rank " << r;
+    EXPECT_NE(fit.message().find("initialising deferred parameter \"u0.weight\" rows [3, 5): the weights file is gone"),
+              std::string::npos)
+        << "rank " << r << ": " << fit;
   }
 }
 
