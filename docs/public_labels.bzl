@@ -3,6 +3,7 @@
 them and nothing else, as code in another workspace would."""
 
 PUBLIC_LABELS = [
+    "//lightning:deferred_init",
     "//lightning:lightning_module",
     "//lightning:trainer",
     "//lightning/cluster:distributed",

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "lightning/deferred_init.h"
 #include "lightning/gate/collective_probe.h"
 #include "lightning/metrics/metric.h"
 #include "lightning/optimizer_step.h"
@@ -375,6 +376,8 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
     if (precision == Precision::kBf16True) SL_RETURN_IF_ERROR(ConvertModuleToBf16(module));
     // Before the optimizer: it is built over what the strategy laid out.
     SL_ASSIGN_OR_RETURN(parallel, strategy->Setup(module, context));
+    // Deferred parameters the strategy did not fill (ddp, model_parallel, fsdp's dense ones): whole.
+    SL_RETURN_IF_ERROR(MaterializeDeferred(module));
     SL_ASSIGN_OR_RETURN(OptimizerConfig config, module.ConfigureOptimizersAndSchedule());
     optimizer = std::move(config.optimizer);
     lr_schedule = std::move(config.lr_schedule);

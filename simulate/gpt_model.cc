@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/deferred_init.h"
 #include "lightning/strategies/fsdp_unit.h"
 #include "lightning/tp/layer_norm.h"
 #include "lightning/tp/mesh_optimizer.h"
@@ -51,25 +52,56 @@ std::function<at::Tensor(const at::Tensor&)> LayerOf(torch::nn::ModuleHolder<M> 
 
 // N(0, std^2) by global index from `seed`, as tp::MakeParameter fills a
 // whole parameter (float32, then scaled): the TP build's values at TP = 1.
-at::Tensor NormalInit(at::IntArrayRef sizes, double std, uint64_t seed) {
-  at::Tensor t = at::empty(sizes, at::kFloat);
-  const std::vector<int64_t> offsets(sizes.size(), 0);
-  sharded::FillGlobalRandom(t, offsets, sizes.vec(), seed, sharded::RandomKind::kNormal);
-  return t.mul_(std);
+// Any dim-0 row range of a parameter of `sizes` gets the same elements of
+// the same global indices (the same bits), written in the rows' dtype as
+// the eager build's widening does.
+lightning::RowInitializer NormalRows(std::vector<int64_t> sizes, double std, uint64_t seed) {
+  return [sizes, std, seed](at::Tensor& rows, int64_t first_row) -> absl::Status {
+    std::vector<int64_t> box = sizes, offsets(sizes.size(), 0);
+    box[0] = rows.size(0);
+    offsets[0] = first_row;
+    at::Tensor t = at::empty(box, at::kFloat);
+    sharded::FillGlobalRandom(t, offsets, sizes, seed, sharded::RandomKind::kNormal);
+    rows.copy_(t.mul_(std));
+    return absl::OkStatus();
+  };
+}
+
+lightning::RowInitializer ConstantRows(double value) {
+  return [value](at::Tensor& rows, int64_t) -> absl::Status {
+    rows.fill_(value);
+    return absl::OkStatus();
+  };
+}
+
+// `param` deferred with `init` (GptOptions::deferred_init), else filled by it now.
+void Initialize(at::Tensor& param, lightning::RowInitializer init, bool deferred) {
+  if (deferred) {
+    const absl::Status status = lightning::DeferParameter(param, std::move(init));
+    TORCH_CHECK(status.ok(), status.ToString());
+    return;
+  }
+  at::NoGradGuard no_grad;
+  const absl::Status status = init(param, 0);
+  TORCH_CHECK(status.ok(), status.ToString());
 }
 
 // A dense Linear(in, out) with the TP layers' initial values: weight
-// NormalInit [out, in], bias zeros.
-torch::nn::Linear DenseLinear(int64_t in, int64_t out, bool bias, double std, uint64_t seed) {
+// NormalRows [out, in], bias zeros.
+torch::nn::Linear DenseLinear(int64_t in, int64_t out, bool bias, double std, uint64_t seed, bool deferred) {
   torch::nn::Linear linear(torch::nn::LinearOptions(in, out).bias(bias));
-  at::NoGradGuard no_grad;
-  linear->weight.copy_(NormalInit({out, in}, std, seed));
-  if (bias) linear->bias.zero_();
+  Initialize(linear->weight, NormalRows({out, in}, std, seed), deferred);
+  if (bias) Initialize(linear->bias, ConstantRows(0), deferred);
   return linear;
 }
 
-torch::nn::LayerNorm DenseLayerNorm(int64_t dim) {
-  return torch::nn::LayerNorm(torch::nn::LayerNormOptions({dim}).eps(1e-5));  // weight ones, bias zeros
+torch::nn::LayerNorm DenseLayerNorm(int64_t dim, bool deferred) {
+  torch::nn::LayerNorm norm(torch::nn::LayerNormOptions({dim}).eps(1e-5));  // weight ones, bias zeros
+  if (deferred) {
+    Initialize(norm->weight, ConstantRows(1), true);
+    Initialize(norm->bias, ConstantRows(0), true);
+  }
+  return norm;
 }
 
 // torch.optim.AdamW with GPT's two parameter groups, over the trainables of
@@ -268,31 +300,32 @@ absl::Status GptModel::BuildTensorParallel(uint64_t seed) {
 
 absl::Status GptModel::BuildDense(uint64_t seed) {
   const GptOptions& o = options_;
+  const bool deferred = o.deferred_init;
   const double proj_std = o.init_std / std::sqrt(2.0 * static_cast<double>(o.layers));
-  at::NoGradGuard no_grad;
   torch::nn::Embedding tok(o.vocab, o.dim);
-  tok->weight.copy_(NormalInit({o.vocab, o.dim}, o.init_std, ++seed));
+  Initialize(tok->weight, NormalRows({o.vocab, o.dim}, o.init_std, ++seed), deferred);
   register_module("tok", tok);
   tok_ = LayerOf(tok);
   auto pos = register_module("pos", std::make_shared<lightning::ShardedModule>("Positions"));
-  at::Tensor pos_weight = pos->register_parameter("weight", NormalInit({o.context, o.dim}, o.init_std, ++seed));
+  at::Tensor pos_weight = pos->register_parameter("weight", at::empty({o.context, o.dim}, at::kFloat));
+  Initialize(pos_weight, NormalRows({o.context, o.dim}, o.init_std, ++seed), deferred);
   positions_ = [pos_weight] { return pos_weight; };
   for (int64_t i = 0; i < o.layers; ++i) {
     auto b = std::make_shared<Block>();
-    auto ln1 = DenseLayerNorm(o.dim), ln2 = DenseLayerNorm(o.dim);
-    auto q = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed);
-    auto k = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed);
-    auto v = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed);
-    auto attn_proj = DenseLinear(o.dim, o.dim, true, proj_std, ++seed);
-    auto fc = DenseLinear(o.dim, o.mlp_hidden, true, o.init_std, ++seed);
-    auto mlp_proj = DenseLinear(o.mlp_hidden, o.dim, true, proj_std, ++seed);
+    auto ln1 = DenseLayerNorm(o.dim, deferred), ln2 = DenseLayerNorm(o.dim, deferred);
+    auto q = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed, deferred);
+    auto k = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed, deferred);
+    auto v = DenseLinear(o.dim, o.dim, true, o.init_std, ++seed, deferred);
+    auto attn_proj = DenseLinear(o.dim, o.dim, true, proj_std, ++seed, deferred);
+    auto fc = DenseLinear(o.dim, o.mlp_hidden, true, o.init_std, ++seed, deferred);
+    auto mlp_proj = DenseLinear(o.mlp_hidden, o.dim, true, proj_std, ++seed, deferred);
     b->Assemble(ln1, q, k, v, attn_proj, ln2, fc, mlp_proj);
     blocks_.push_back(register_module(absl::StrCat("block", i), b));
   }
-  auto ln_f = DenseLayerNorm(o.dim);
+  auto ln_f = DenseLayerNorm(o.dim, deferred);
   register_module("ln_f", ln_f);
   ln_f_ = LayerOf(ln_f);
-  auto head = DenseLinear(o.dim, o.vocab, false, o.init_std, ++seed);
+  auto head = DenseLinear(o.dim, o.vocab, false, o.init_std, ++seed, deferred);
   register_module("head", head);
   head_ = LayerOf(head);
   loss_ = [](const at::Tensor& logits, const at::Tensor& targets) {
@@ -308,6 +341,7 @@ absl::StatusOr<at::Tensor> GptModel::TrainingStep(const lightning::Batch& batch,
     return absl::InvalidArgumentError(absl::StrCat("GptModel::TrainingStep wants (ids, targets) of one [B, T] shape "
                                                    "with T <= ", options_.context, "; got ", batch.size(), " tensors"));
   }
+  SL_RETURN_IF_ERROR(lightning::CheckMaterialized(*this));
   const int64_t samples = batch[0].size(0), tokens = batch[0].numel();
   const auto [first, count] = sharded::ChunkRanges(samples, dp_size_)[dp_rank_];
   return TokenLosses(batch[0].narrow(0, first, count), batch[1].narrow(0, first, count)).sum() /
@@ -328,6 +362,8 @@ absl::StatusOr<std::unique_ptr<lightning::Optimizer>> GptModel::ConfigureOptimiz
 }
 
 at::Tensor GptModel::TokenLosses(const at::Tensor& ids, const at::Tensor& targets) {
+  const absl::Status materialized = lightning::CheckMaterialized(*this);
+  TORCH_CHECK(materialized.ok(), materialized.message());
   const int64_t batch = ids.size(0), t = ids.size(1);
   const int64_t head_dim = options_.dim / options_.heads;
   const int64_t local_heads = options_.heads / (tensor_parallel() ? tp_.tp_size() : 1);

@@ -67,6 +67,15 @@ struct GptOptions {
   // float64 (the initial weights are the float32 ones, widened), which takes
   // fp32 rounding out of a comparison with another implementation.
   at::ScalarType dtype = at::kFloat;
+  // The dense build (ddp, fsdp, hsdp) registers its parameters deferred
+  // (lightning/deferred_init.h): no storage until the strategy's Setup fills
+  // this rank's dim-0 chunk (fsdp, hsdp) or the Trainer's
+  // MaterializeDeferred fills them whole (ddp), with the eager build's
+  // values bit for bit. So no rank ever holds the whole model under fsdp.
+  // The TP build (model_parallel) ignores it: each rank builds its shards.
+  // Using the model before materialisation (TrainingStep, TokenLosses) is a
+  // FailedPrecondition naming the parameter.
+  bool deferred_init = false;
 };
 
 // Local: InvalidArgument naming what does not fit -- sizes < 1, dim not a
@@ -85,7 +94,8 @@ class GptModel : public lightning::LightningModule {
   // without one -- initialised from ctx.seed.
   absl::Status ConfigureShardedModel(const lightning::ShardedContext& ctx) override;
   // Collective over the TP group (see above). InvalidArgument for a batch
-  // that is not (ids, targets) of the same [B, T] shape with T <= context.
+  // that is not (ids, targets) of the same [B, T] shape with T <= context;
+  // FailedPrecondition naming a deferred parameter not yet materialised.
   absl::StatusOr<at::Tensor> TrainingStep(const lightning::Batch& batch, const lightning::StepContext& ctx) override;
   absl::StatusOr<std::unique_ptr<lightning::Optimizer>> ConfigureOptimizers() override;
   // The optimizer the last ConfigureOptimizers made (null before): its state
@@ -95,6 +105,7 @@ class GptModel : public lightning::LightningModule {
   // ids, targets [B, T] int64 (T <= context): the per-token losses [B, T],
   // the same on every TP rank. Collective over the TP group (throws on a
   // failed collective, as LibTorch ops do); local for the dense build.
+  // Throws naming a deferred parameter not yet materialised.
   at::Tensor TokenLosses(const at::Tensor& ids, const at::Tensor& targets);
 
   const GptOptions& options() const { return options_; }

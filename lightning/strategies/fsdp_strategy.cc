@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/deferred_init.h"
 #include "lightning/strategies/fsdp_buckets.h"
 #include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_schedule.h"
@@ -496,7 +497,9 @@ absl::StatusOr<Groups> HybridGroups(const sharded::mesh::MeshPtr& mesh, const Sh
 
 // The shard of `param` this rank keeps: its dim-0 chunk over `group`, as a
 // ShardedTensor (no communication: every rank computes the same metadata).
-absl::StatusOr<sharded::ShardedTensor> ShardOf(const at::Tensor& param,
+// A deferred parameter (deferred_init.h) gets only this chunk filled, from
+// its initialiser, and stops being deferred.
+absl::StatusOr<sharded::ShardedTensor> ShardOf(const std::string& key, at::Tensor param,
                                                const c10::intrusive_ptr<c10d::ProcessGroup>& group) {
   const int size = group->getSize();
   sharded::TensorProperties properties;
@@ -507,9 +510,12 @@ absl::StatusOr<sharded::ShardedTensor> ShardOf(const at::Tensor& param,
     for (int r = 0; r < size; ++r) spec.placements[r] = sharded::Placement::Cuda(r, param.get_device());
   }
   SL_ASSIGN_OR_RETURN(sharded::ShardedTensorMetadata metadata,
-                      sharded::BuildMetadata(spec, param.sizes().vec(), properties, size));
+                      sharded::BuildMetadata(spec, MaterializedSizes(param), properties, size));
   std::vector<sharded::Shard> local = sharded::AllocateLocalShards(metadata, group->getRank());
-  {
+  if (IsDeferred(param)) {
+    SL_RETURN_IF_ERROR(FillDeferredRows(param, key, local.front().metadata.offsets[0], local.front().tensor));
+    FinishDeferred(param, local.front().tensor);
+  } else {
     at::NoGradGuard no_grad;
     const sharded::ShardMetadata& m = local.front().metadata;
     local.front().tensor.copy_(param.detach().narrow(0, m.offsets[0], m.sizes[0]));
@@ -559,7 +565,7 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
               "; fit a fresh module (resume its state from a checkpoint)"));
         }
       } else {
-        SL_ASSIGN_OR_RETURN(sharded::ShardedTensor shard, ShardOf(u.param, groups.shard));
+        SL_ASSIGN_OR_RETURN(sharded::ShardedTensor shard, ShardOf(u.key, u.param, groups.shard));
         SL_RETURN_IF_ERROR(module.HoldParameterSharded(u.key, std::move(shard)));
         p.shard = module.sharded_parameter(u.key);
       }

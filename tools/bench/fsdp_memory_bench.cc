@@ -7,7 +7,13 @@
 // tools/bench/fsdp_memory_bench.sh runs it beside PyTorch FSDP2
 // (fsdp_memory_peer.py) on the same model in the same run.
 //
-//   --width=D --units=K: K units Linear(D, D) + tanh, then a Linear(D, 1) root.
+//   --model=stack --width=D --units=K: K units Linear(D, D) + tanh, then a
+//     Linear(D, 1) root.
+//   --model=gpt --gpt_dim=D --gpt_layers=L ...: simulate::GptModel (one fsdp
+//     unit per block), deferred initialisation by default (fsdp_memory_gpt.h).
+// Each process also prints its resident memory after the last optimizer
+// step above its resident memory at start (both after malloc_trim: what the
+// process keeps), beside the ideal persistent part (state / W).
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <signal.h>
@@ -15,8 +21,12 @@
 #include <torch/nn/modules/container/modulelist.h>
 #include <torch/nn/modules/linear.h>
 
+#include <malloc.h>
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +44,7 @@
 #include "sharded/global_random.h"
 #include "sharded/sharding_spec.h"
 #include "simulate/core/simulated_cluster.h"
+#include "tools/bench/fsdp_memory_gpt.h"
 #include "tools/bench/launcher_job.h"
 
 ABSL_FLAG(std::string, mode, "process", "process (one rank of a torchrun job) or threads (the simulator)");
@@ -44,6 +55,13 @@ ABSL_FLAG(int, units, 8, "units in the stack");
 ABSL_FLAG(int64_t, batch, 8, "rows per step over all ranks");
 ABSL_FLAG(int, steps, 3, "training steps");
 ABSL_FLAG(bool, prefetch, true, "fsdp: prefetch the next unit's all-gather");
+ABSL_FLAG(std::string, model, "stack", "stack (Linear units) or gpt (simulate::GptModel)");
+ABSL_FLAG(int64_t, gpt_dim, 1024, "--model=gpt: width (MLP hidden: 4x)");
+ABSL_FLAG(int64_t, gpt_layers, 12, "--model=gpt: blocks (one fsdp unit each)");
+ABSL_FLAG(int64_t, gpt_heads, 16, "--model=gpt: attention heads");
+ABSL_FLAG(int64_t, gpt_context, 64, "--model=gpt: tokens per sample");
+ABSL_FLAG(int64_t, gpt_vocab, 256, "--model=gpt: vocabulary");
+ABSL_FLAG(bool, deferred_init, true, "--model=gpt: GptOptions::deferred_init (false: every rank builds the whole model)");
 
 namespace shardlight {
 namespace {
@@ -114,13 +132,59 @@ class StackData : public lightning::DataSource {
   int64_t batch_, width_;
 };
 
+double CurrentRssMib() {
+  malloc_trim(0);  // what the process keeps, not what the allocator has not returned yet
+  long pages = 0, resident = 0;
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  if (std::fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  std::fclose(f);
+  return static_cast<double>(resident) * static_cast<double>(sysconf(_SC_PAGESIZE)) / (1024.0 * 1024.0);
+}
+
+simulate::GptOptions GptFromFlags() {
+  simulate::GptOptions o;
+  o.dim = absl::GetFlag(FLAGS_gpt_dim);
+  o.mlp_hidden = 4 * o.dim;
+  o.layers = absl::GetFlag(FLAGS_gpt_layers);
+  o.heads = absl::GetFlag(FLAGS_gpt_heads);
+  o.context = absl::GetFlag(FLAGS_gpt_context);
+  o.vocab = absl::GetFlag(FLAGS_gpt_vocab);
+  o.deferred_init = absl::GetFlag(FLAGS_deferred_init);
+  return o;
+}
+
+// Parameters of the whole model and of its largest unit, per --model.
+std::pair<double, double> ModelNumel() {
+  if (absl::GetFlag(FLAGS_model) == "gpt") {
+    const simulate::GptOptions o = GptFromFlags();
+    return {static_cast<double>(tools::bench::GptParameterCount(o)),
+            static_cast<double>(tools::bench::GptBlockParameterCount(o))};
+  }
+  const double d = static_cast<double>(absl::GetFlag(FLAGS_width));
+  return {(d * d + d) * absl::GetFlag(FLAGS_units) + d + 1, d * d + d};
+}
+
 double PeakRssMib() {
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);
   return static_cast<double>(usage.ru_maxrss) / 1024.0;  // KiB on Linux
 }
 
-absl::StatusOr<std::vector<double>> Train(c10::intrusive_ptr<c10d::ProcessGroup> pg) {
+absl::StatusOr<std::vector<double>> Train(c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                                          std::function<void(int64_t)> on_step = {}) {
+  const std::string model = absl::GetFlag(FLAGS_model);
+  if (model == "gpt") {
+    tools::bench::GptMemoryRun run;
+    run.model = GptFromFlags();
+    run.batch = absl::GetFlag(FLAGS_batch);
+    run.steps = absl::GetFlag(FLAGS_steps);
+    run.strategy = absl::GetFlag(FLAGS_strategy);
+    run.prefetch = absl::GetFlag(FLAGS_prefetch);
+    run.on_step = std::move(on_step);
+    return tools::bench::TrainGptMemory(run, std::move(pg));
+  }
+  if (model != "stack") return absl::InvalidArgumentError(absl::StrCat("--model=", model, ": want stack or gpt"));
   UnitStack module(absl::GetFlag(FLAGS_width), absl::GetFlag(FLAGS_units));
   lightning::TrainerOptions options;
   options.max_steps = absl::GetFlag(FLAGS_steps);
@@ -136,7 +200,9 @@ absl::StatusOr<std::vector<double>> Train(c10::intrusive_ptr<c10d::ProcessGroup>
     return absl::InvalidArgumentError(absl::StrCat("--strategy=", strategy, ": want fsdp, fsdp_whole or ddp"));
   }
   StackData data(absl::GetFlag(FLAGS_batch), absl::GetFlag(FLAGS_width));
-  auto fit = lightning::Trainer(options).Fit(module, data, std::move(pg));
+  std::vector<std::shared_ptr<lightning::Callback>> callbacks;
+  if (on_step) callbacks.push_back(tools::bench::StepEndCallback(std::move(on_step)));
+  auto fit = lightning::Trainer(options, callbacks).Fit(module, data, std::move(pg));
   if (!fit.ok()) return fit.status();
   return fit->losses;
 }
@@ -167,24 +233,25 @@ int Main() {
   }
   int exit_code = 0;
   const double before = PeakRssMib();
+  const double resident_before = CurrentRssMib();
   auto job = tools::bench::JoinLauncherJob("fsdp_memory_bench", std::chrono::minutes(5), &exit_code);
   if (job == nullptr) return exit_code;
   const int rank = job->placement().rank, w = job->placement().world_size;
-  auto losses = Train(job->pg());
+  double persistent = 0;
+  auto losses = Train(job->pg(), [&](int64_t) { persistent = CurrentRssMib(); });
   if (!losses.ok()) {
     std::fprintf(stderr, "fsdp_memory_bench: rank %d: %s\n", rank, losses.status().ToString().c_str());
     return 1;
   }
   const double peak = PeakRssMib();
   (void)job->Leave();
-  const double d = static_cast<double>(absl::GetFlag(FLAGS_width));
-  const double unit_params = d * d + d;
-  const double params = unit_params * absl::GetFlag(FLAGS_units) + d + 1;
+  const auto [params, unit_params] = ModelNumel();
   const double mib = 1024.0 * 1024.0;
   const double state = params * 4 * 4 / mib;  // fp32 parameters, gradients, exp_avg, exp_avg_sq
   const double ideal = state / w + unit_params * 4 * 2 / mib;  // + one unit's full parameters and gradients
-  std::printf("fsdp_memory: shardlight %s rank %d/%d peak_rss_mib %.1f (at start %.1f) state_mib %.1f ideal_mib %.1f\n",
-              strategy.c_str(), rank, w, peak, before, state, ideal);
+  std::printf("fsdp_memory: shardlight %s rank %d/%d peak_rss_mib %.1f (at start %.1f) state_mib %.1f ideal_mib %.1f "
+              "persistent_mib %.1f ideal_persistent_mib %.1f\n",
+              strategy.c_str(), rank, w, peak, before, state, ideal, persistent - resident_before, state / w);
   if (rank == 0) std::printf("fsdp_memory: shardlight %s W=%d losses %s\n", strategy.c_str(), w, Losses(*losses).c_str());
   return 0;
 }

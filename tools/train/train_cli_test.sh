@@ -46,6 +46,20 @@ expect_exit 2 "--die_in: 'reduce-scatter:rank=0,step=1,unit=block0,n=2' has n '2
 expect_exit 2 "--save_at saves a plain checkpoint, which --keep_last's checkpoint root cannot hold" \
   --job=lm --mesh=1x1 --save_at=1 --keep_last=2 --checkpoint_dir="$tmp/lm_root"
 
+expect_exit 2 "--lm_deferred_init applies to the dense build" --job=lm --mesh=1x1 --lm_deferred_init
+expect_exit 2 "--strategy=fsdp_tp builds each rank's slices and would ignore it" --job=lm --mesh=1x1 --strategy=fsdp_tp --lm_deferred_init
+
+# --lm_deferred_init (GptOptions::deferred_init): the same losses as the eager build under fsdp.
+lm_losses() {
+  timeout 120 "$bin" --launcher=single --master_port=$((20000 + RANDOM % 20000)) --job=lm --strategy=fsdp --mesh=1x1 \
+    --lm_dim=24 --lm_heads=2 --lm_mlp=48 --lm_context=16 --lm_layers=2 --batch=4 --steps=3 --log_every=1 "$@" 2>&1 |
+    sed -n 's/^lm: step \([0-9]*\) loss \([0-9.]*\) .*/\1 \2/p'
+}
+eager=$(lm_losses)
+deferred=$(lm_losses --lm_deferred_init)
+[ "$(wc -l <<<"$eager")" -eq 3 ] || fail "want 3 loss lines from the eager LM run: '$eager'"
+[ "$deferred" = "$eager" ] || fail "--lm_deferred_init losses '$deferred' differ from the eager build's '$eager'"
+
 # Issue 15, defect 8: a rerun of a finished run has nothing to do; another
 # run's checkpoint is refused unless asked for (one process, a free port).
 port=$((20000 + RANDOM % 20000))

@@ -86,6 +86,9 @@ ABSL_FLAG(int, lm_context, 64, "--job=lm: tokens per sample");
 ABSL_FLAG(int, lm_mlp, 384, "--job=lm: MLP hidden size (the TP size must divide it)");
 ABSL_FLAG(double, lr, 1e-3, "--job=lm: AdamW learning rate");
 ABSL_FLAG(std::string, lm_dtype, "float32", "--job=lm: float32 or float64 (parameters, activations, AdamW moments)");
+ABSL_FLAG(bool, lm_deferred_init, false,
+          "--job=lm: build the dense model (fsdp, hsdp, ddp) without storage; fsdp/hsdp fill each rank's chunk only "
+          "(GptOptions::deferred_init: no rank holds the whole model). The same values");
 ABSL_FLAG(std::string, lm_grads_dir, "", "--job=lm: save the gradients of the first --lm_grads_steps steps here");
 ABSL_FLAG(int, lm_grads_steps, 0, "--job=lm: steps whose gradients go to --lm_grads_dir/step<K> (checkpoints)");
 ABSL_FLAG(std::string, strategy, "model_parallel",
@@ -223,6 +226,10 @@ int Main() {
         !checked.ok()) {
       return BadUsage(absl::StrCat("--", checked.message()));
     }
+    if (absl::GetFlag(FLAGS_lm_deferred_init) && (lm_job.strategy == "model_parallel" || lm_job.strategy == "fsdp_tp")) {
+      return BadUsage("--lm_deferred_init applies to the dense build (--strategy=fsdp, hsdp or ddp); --strategy=" +
+                      lm_job.strategy + " builds each rank's slices and would ignore it");
+    }
     if (!lm_job.fsdp_per_unit && lm_job.strategy != "fsdp" && lm_job.strategy != "hsdp") {
       return BadUsage("--fsdp_per_unit applies to --strategy=fsdp or hsdp; --strategy=" + lm_job.strategy +
                       " would ignore it");
@@ -239,6 +246,7 @@ int Main() {
     lm_job.model.layers = absl::GetFlag(FLAGS_lm_layers);
     lm_job.model.context = absl::GetFlag(FLAGS_lm_context);
     lm_job.model.mlp_hidden = absl::GetFlag(FLAGS_lm_mlp);
+    lm_job.model.deferred_init = absl::GetFlag(FLAGS_lm_deferred_init);
     lm_job.adam.lr = absl::GetFlag(FLAGS_lr);
     lm_job.log_every = run.log_every;
     const std::string dtype = absl::GetFlag(FLAGS_lm_dtype);
