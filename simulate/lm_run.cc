@@ -275,6 +275,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   trainer.resume = o.resume;
   trainer.save_last = o.save_at < 0;  // the end's save is the Trainer's; one at save_at is the callback's
   trainer.gradient_clip_norm = o.clip_norm;
+  trainer.phase_times = o.phase_times;
   trainer.strategy =
       StrategyOf(o, mesh, o.grads_steps > 0 ? lightning::ModelParallelStrategy::ReducedHook(save_grads) : nullptr);
   auto callback = std::make_shared<LmCallback>(o, model, world, result, hsdp ? mesh : nullptr);

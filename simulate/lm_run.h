@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lightning/phase_times.h"
 #include "lightning/tp/mesh_adamw.h"
 #include "sharded/mesh/device_mesh.h"
 #include "simulate/byte_corpus.h"
@@ -134,6 +135,9 @@ struct LmJobOptions {
   std::string grads_dir;
   int64_t grads_steps = 0;
   std::ostream* log = nullptr;
+  // Not null: the Trainer adds this rank's step time by phase to it
+  // (TrainerOptions::phase_times); owned by the caller.
+  lightning::PhaseTimes* phase_times = nullptr;
 };
 
 struct LmRankResult {

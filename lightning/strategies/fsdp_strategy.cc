@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "lightning/phase_times.h"
 #include "lightning/strategies/fsdp_buckets.h"
 #include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_schedule.h"
@@ -110,6 +111,8 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
 
   c10d::ProcessGroup& loss_group() override { return *world_; }
 
+  void UsePhaseTimes(PhaseTimes* times) override { times_ = times; }
+
   // HSDP: a shard's gradient is the same on each replica, so the sharded
   // part of the norm sums over the shard group only.
   absl::StatusOr<double> ClipGradients(const Trainables& trainables, double max_norm, absl::string_view op) override {
@@ -173,6 +176,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   }
 
   absl::Status GatherNow(size_t unit) {
+    const PhaseTimes::Scope timed(times_, Phase::kAllGather);
     for (size_t i : units_[unit].buckets) {
       const std::string op = absl::StrCat("fsdp all-gather of unit ", UnitName(units_[unit].name), " at step ", step_);
       SL_ASSIGN_OR_RETURN(GatherWork w, fsdp_internal::IssueGather(*pg_, buckets_[i], false, op));
@@ -260,6 +264,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
         }
       }
     } else if (e.op == Event::Op::kGather) {
+      const PhaseTimes::Scope timed(times_, Phase::kAllGather);  // issued, or waited for and copied out
       if (e.kind == Event::Kind::kIssue) {
         if (!flag && options_.on_unit_collective) options_.on_unit_collective("all-gather", units_[e.unit].name, step_);
         for (size_t i : units_[e.unit].buckets) {
@@ -285,6 +290,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
         if (!flagged && failed.ok()) EnsureGradHooks(e.unit);
       }
     } else if (e.kind == Event::Kind::kIssue) {
+      const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
       reduce_flagged_ = false;
       if (!flag && options_.on_unit_collective) {
         options_.on_unit_collective("reduce-scatter", units_[e.unit].name, step_);
@@ -409,6 +415,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       return absl::InternalError(absl::StrCat(op, ": a rank reported a failure but no error"));
     }
     // The verdict is agreed: the root's gradients and the dense ones.
+    const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
     for (size_t i : units_.back().buckets) {
       SL_ASSIGN_OR_RETURN(const bool flagged,
                           fsdp_internal::ReduceBucket(*pg_, buckets_[i], false, reduce_scatter_,
@@ -421,6 +428,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   }
 
   absl::Status ReduceWholeModel(const Trainables& trainables, const absl::Status& local, absl::string_view op) {
+    const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
     bool carried = false;  // the first reduction carries the verdict
     for (Bucket& b : buckets_) {
       SL_ASSIGN_OR_RETURN(
@@ -463,6 +471,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   bool stopped_ = false;
   absl::Status own_error_;  // this rank's failure, reported in the verdict
   absl::Status broken_;     // a collective that failed
+  PhaseTimes* times_ = nullptr;  // TrainerOptions::phase_times
 };
 
 // The groups of one rank's run: the shards' (the world, or HSDP's shard

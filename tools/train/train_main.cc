@@ -104,6 +104,9 @@ ABSL_FLAG(std::string, die_in, "",
           "--job=lm --strategy=fsdp (per-unit), a fault for tests: the named rank kills itself (SIGKILL) as it enters "
           "one unit collective -- all-gather:rank=R,step=K,unit=U[,n=N] (N: 1 the forward's, 2 the backward's) or "
           "reduce-scatter:rank=R,step=K,unit=U (K from 0, as errors name steps; U: block0, block1, ...)");
+ABSL_FLAG(bool, phase_times, false,
+          "--job=lm: each rank also prints its seconds per step by phase (\"train: rank R/W phase_times steps N "
+          "step_s S all_gather_s A compute_s C reduce_scatter_s R optimizer_s O\"; lightning/phase_times.h)");
 ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
@@ -193,6 +196,9 @@ int Main() {
   if (job != "lm" && absl::GetFlag(FLAGS_strategy) != "model_parallel") {
     return BadUsage("--strategy applies to --job=lm; --job=" + job + " would ignore it");
   }
+  if (job != "lm" && absl::GetFlag(FLAGS_phase_times)) {
+    return BadUsage("--phase_times applies to --job=lm; --job=" + job + " would ignore it");
+  }
   if (job != "lm" && !absl::GetFlag(FLAGS_fsdp_per_unit)) {
     return BadUsage("--fsdp_per_unit applies to --job=lm --strategy=fsdp; --job=" + job + " would ignore it");
   }
@@ -201,7 +207,9 @@ int Main() {
                     " would ignore them");
   }
   simulate::LmJobOptions lm_job;
+  lightning::PhaseTimes phase_times;  // this process's rank's, with --phase_times
   if (job == "lm") {
+    if (absl::GetFlag(FLAGS_phase_times)) lm_job.phase_times = &phase_times;
     auto shape = sharded::mesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh));
     if (!shape.ok()) return BadUsage(absl::StrCat("--mesh: ", shape.status().message()));
     if (shape->size() != 2) return BadUsage(absl::StrCat("--mesh=", absl::GetFlag(FLAGS_mesh), " must be DPxTP (2-d)"));

@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Training speed of shardlight's per-unit FSDP against PyTorch FSDP2 on the
+# same GPT (tools/train --job=lm --strategy=fsdp and tools/lm/lm_peer.py
+# --fsdp: fully_shard per block + root), W processes under torchrun over
+# Gloo on CPU, the same initial weights and batches, one intra-op thread per
+# process on both sides. Rounds alternate which side runs first, so load on
+# the machine hits both. Prints each run's tokens/s, the median of each side
+# and their ratio (shardlight / FSDP2: > 1 is faster), and both sides' seconds
+# per step by phase (rank 0, mean over the rounds): all-gather, compute (the
+# rest of the step: forward, backward, the loss), reduce-scatter, optimizer
+# (clipping + AdamW) -- from tools/train --phase_times (lightning/phase_times.h)
+# and lm_peer.py --phase_times. Not a test: it prints figures.
+#
+#   bash tools/bench/fsdp_speed_bench.sh [--rounds=N] [--steps=S] [--world=W] [--out=DIR]
+#        [--ours_flags="..."] [-- MODEL FLAGS]
+#   MODEL FLAGS (both sides; lm_lib.sh's): --dim --heads --layers --context --mlp --batch
+#   default: --dim=128 --heads=8 --layers=4 --context=64 --mlp=512 --batch=16
+#   --ours_flags: extra tools/train flags for shardlight's side only (an A/B of an option).
+#
+# Needs the torch 2.x venv (tools/setup.sh --torch2); builds //tools/train -c opt --config=torch2
+# (COMPILATION_MODE=fastbuild reuses a debug build instead).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+rounds=3; steps=20; world=4; out=/tmp/shardlight_fsdp_speed; ours_extra=""
+model=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds=*) rounds=${1#*=} ;; --steps=*) steps=${1#*=} ;; --world=*) world=${1#*=} ;;
+    --out=*) out=${1#*=} ;; --ours_flags=*) ours_extra=${1#*=} ;;
+    --) shift; model=("$@"); break ;;
+    *) echo "fsdp_speed_bench: unknown argument '$1' (see the comment at the top of $0)" >&2; exit 2 ;;
+  esac
+  shift
+done
+[ ${#model[@]} -gt 0 ] || model=(--dim=128 --heads=8 --layers=4 --context=64 --mlp=512 --batch=16)
+for n in "$rounds" "$steps" "$world"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "fsdp_speed_bench: --rounds, --steps and --world take positive integers" >&2; exit 2; }
+done
+torch_version=$(sed -n 's/^torch_version=\([0-9.]*\).*/\1/p' tools/setup_torch2.sh)
+venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
+[ -x "$venv/bin/torchrun" ] || { echo "fsdp_speed_bench: no torch $torch_version at $venv: run bash tools/setup.sh --torch2" >&2; exit 2; }
+mode=${COMPILATION_MODE:-opt}
+echo "fsdp_speed_bench: building shardlight's side (-c $mode --config=torch2)" >&2
+bazel build -c "$mode" --config=torch2 //tools/train //tools/ckpt >&2
+bin=$(bazel info -c "$mode" --config=torch2 bazel-bin 2>/dev/null)
+tmp=$(mktemp -d)
+cp "$bin/tools/train/train" "$bin/tools/ckpt/ckpt" "$tmp/"  # a later build cannot change them mid-run
+rm -rf "$out"; mkdir -p "$out"
+# The pinned torch's Python and torchrun (@libtorch//:peer.sh, written by the repository rule).
+peer_sh="$(bazel info -c "$mode" --config=torch2 output_base 2>/dev/null)/external/libtorch/peer.sh"
+[ -f "$peer_sh" ] || { echo "fsdp_speed_bench: no $peer_sh" >&2; exit 2; }
+# shellcheck source=tools/lm/lm_lib.sh
+source tools/lm/lm_lib.sh "$peer_sh" "$out/logs"
+model_flags "${model[@]}"
+mesh="${world}x1"
+export OMP_NUM_THREADS=1
+
+# The shared initial weights: shardlight saves step 0, ckpt exports them for the peer.
+"$LIBTORCH_TORCHRUN" --nnodes=1 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$(free_port)" --nproc_per_node="$world" \
+  --log_dir="$out/logs" --no_python "$tmp/train" --job=lm --mesh="$mesh" --strategy=fsdp --steps=1 --save_at=0 \
+  --checkpoint_dir="$out/init" --threads=1 "${ours[@]}" >"$out/init.log" 2>&1 \
+  || { echo "fsdp_speed_bench: the initial run failed:" >&2; tail -5 "$out/init.log" >&2; exit 1; }
+"$tmp/ckpt" export --prefix=model. "$out/init" "$out/init.pt" >/dev/null
+
+# side ours|peer ROUND: one run; appends "SIDE ROUND tokens_per_s PHASE LINE" to $out/runs.txt.
+side() {
+  local text tps phases
+  if [ "$1" = ours ]; then
+    # shellcheck disable=SC2086
+    text=$(run_torchrun "$world" --no_python "$tmp/train" --job=lm --mesh="$mesh" --strategy=fsdp --steps="$steps" \
+      --threads=1 --phase_times "${ours[@]}" $ours_extra 2>&1) \
+      || { echo "fsdp_speed_bench: shardlight failed:" >&2; tail -5 <<<"$text" >&2; exit 1; }
+    tps=$(strip <<<"$text" | sed -n 's/^train: rank 0\/.* tokens_per_s \([0-9.]*\) .*/\1/p')
+    phases=$(strip <<<"$text" | sed -n 's/^train: rank 0\/[0-9]* phase_times \(.*\)$/\1/p')
+  else
+    text=$(run_peer "$world" tools/lm/lm_peer.py --mesh="$mesh" --fsdp --weights="$out/init.pt" --steps="$steps" \
+      --threads=1 --phase_times "${peer[@]}" 2>&1) \
+      || { echo "fsdp_speed_bench: the PyTorch peer failed:" >&2; tail -5 <<<"$text" >&2; exit 1; }
+    tps=$(strip <<<"$text" | sed -n 's/^peer: tokens_per_s \([0-9.]*\) .*/\1/p')
+    phases=$(strip <<<"$text" | sed -n 's/^peer: phase_times \(.*\)$/\1/p')
+  fi
+  [ -n "$tps" ] && [ -n "$phases" ] || { echo "fsdp_speed_bench: no figures from $1:" >&2; tail -5 <<<"$text" >&2; exit 1; }
+  echo "$1 $2 $tps $phases" >>"$out/runs.txt"
+  printf "round %d %-10s tokens/s %8.1f\n" "$2" "$([ "$1" = ours ] && echo shardlight || echo fsdp2)" "$tps"
+}
+
+echo "fsdp_speed_bench: W=$world Gloo CPU, 1 thread per process, $steps steps, model ${model[*]}${ours_extra:+, shardlight also $ours_extra}"
+: >"$out/runs.txt"
+for ((r = 1; r <= rounds; r++)); do
+  if ((r % 2)); then side ours "$r"; side peer "$r"; else side peer "$r"; side ours "$r"; fi
+done
+/usr/bin/python3 - "$out/runs.txt" <<'PY'
+import statistics, sys
+runs = {"ours": [], "peer": []}
+for line in open(sys.argv[1]):
+    f = line.split()
+    runs[f[0]].append((float(f[2]), dict(zip(f[3::2], map(float, f[4::2])))))
+med = {k: statistics.median(t for t, _ in v) for k, v in runs.items()}
+print(f"tokens/s median: shardlight {med['ours']:.1f}, FSDP2 {med['peer']:.1f}; ratio {med['ours'] / med['peer']:.2f}x"
+      f" (per round: {', '.join(f'{a[0] / b[0]:.2f}' for a, b in zip(runs['ours'], runs['peer']))})")
+print("seconds per step, rank 0, mean over the rounds:")
+print("| phase | shardlight | FSDP2 | shardlight / FSDP2 |")
+print("|---|---|---|---|")
+for key, name in (("all_gather_s", "all-gather"), ("compute_s", "compute"), ("reduce_scatter_s", "reduce-scatter"),
+                  ("optimizer_s", "optimizer"), ("step_s", "step")):
+    a = statistics.mean(p[key] for _, p in runs["ours"])
+    b = statistics.mean(p[key] for _, p in runs["peer"])
+    print(f"| {name} | {a:.4f} | {b:.4f} | {a / b if b else float('nan'):.2f} |")
+PY
