@@ -12,21 +12,23 @@
 # and lm_peer.py --phase_times. Not a test: it prints figures.
 #
 #   bash tools/bench/fsdp_speed_bench.sh [--rounds=N] [--steps=S] [--world=W] [--out=DIR]
-#        [--ours_flags="..."] [-- MODEL FLAGS]
+#        [--ours_flags="..."] [--variant="..."] [-- MODEL FLAGS]
 #   MODEL FLAGS (both sides; lm_lib.sh's): --dim --heads --layers --context --mlp --batch
 #   default: --dim=128 --heads=8 --layers=4 --context=64 --mlp=512 --batch=16
-#   --ours_flags: extra tools/train flags for shardlight's side only (an A/B of an option).
+#   --ours_flags: extra tools/train flags for shardlight's side.
+#   --variant: a third side each round, shardlight with these flags added (an A/B of an
+#     option in the same run, e.g. --variant=--fsdp_prefetch=false), with its ratio to both.
 #
 # Needs the torch 2.x venv (tools/setup.sh --torch2); builds //tools/train -c opt --config=torch2
 # (COMPILATION_MODE=fastbuild reuses a debug build instead).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rounds=3; steps=20; world=4; out=/tmp/shardlight_fsdp_speed; ours_extra=""
+rounds=3; steps=20; world=4; out=/tmp/shardlight_fsdp_speed; ours_extra=""; variant=""
 model=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds=*) rounds=${1#*=} ;; --steps=*) steps=${1#*=} ;; --world=*) world=${1#*=} ;;
-    --out=*) out=${1#*=} ;; --ours_flags=*) ours_extra=${1#*=} ;;
+    --out=*) out=${1#*=} ;; --ours_flags=*) ours_extra=${1#*=} ;; --variant=*) variant=${1#*=} ;;
     --) shift; model=("$@"); break ;;
     *) echo "fsdp_speed_bench: unknown argument '$1' (see the comment at the top of $0)" >&2; exit 2 ;;
   esac
@@ -62,13 +64,14 @@ export OMP_NUM_THREADS=1
   || { echo "fsdp_speed_bench: the initial run failed:" >&2; tail -5 "$out/init.log" >&2; exit 1; }
 "$tmp/ckpt" export --prefix=model. "$out/init" "$out/init.pt" >/dev/null
 
-# side ours|peer ROUND: one run; appends "SIDE ROUND tokens_per_s PHASE LINE" to $out/runs.txt.
+# side ours|variant|peer ROUND: one run; appends "SIDE ROUND tokens_per_s PHASE LINE" to $out/runs.txt.
 side() {
-  local text tps phases
-  if [ "$1" = ours ]; then
+  local text tps phases extra=$ours_extra
+  [ "$1" = variant ] && extra="$ours_extra $variant"
+  if [ "$1" != peer ]; then
     # shellcheck disable=SC2086
     text=$(run_torchrun "$world" --no_python "$tmp/train" --job=lm --mesh="$mesh" --strategy=fsdp --steps="$steps" \
-      --threads=1 --phase_times "${ours[@]}" $ours_extra 2>&1) \
+      --threads=1 --phase_times "${ours[@]}" $extra 2>&1) \
       || { echo "fsdp_speed_bench: shardlight failed:" >&2; tail -5 <<<"$text" >&2; exit 1; }
     tps=$(strip <<<"$text" | sed -n 's/^train: rank 0\/.* tokens_per_s \([0-9.]*\) .*/\1/p')
     phases=$(strip <<<"$text" | sed -n 's/^train: rank 0\/[0-9]* phase_times \(.*\)$/\1/p')
@@ -81,29 +84,42 @@ side() {
   fi
   [ -n "$tps" ] && [ -n "$phases" ] || { echo "fsdp_speed_bench: no figures from $1:" >&2; tail -5 <<<"$text" >&2; exit 1; }
   echo "$1 $2 $tps $phases" >>"$out/runs.txt"
-  printf "round %d %-10s tokens/s %8.1f\n" "$2" "$([ "$1" = ours ] && echo shardlight || echo fsdp2)" "$tps"
+  local name=fsdp2
+  [ "$1" = ours ] && name=shardlight
+  [ "$1" = variant ] && name="shardlight $variant"
+  printf "round %d %-10s tokens/s %8.1f\n" "$2" "$name" "$tps"
 }
 
-echo "fsdp_speed_bench: W=$world Gloo CPU, 1 thread per process, $steps steps, model ${model[*]}${ours_extra:+, shardlight also $ours_extra}"
+echo "fsdp_speed_bench: W=$world Gloo CPU, 1 thread per process, $steps steps, model ${model[*]}${ours_extra:+, shardlight also $ours_extra}${variant:+, variant $variant}"
 : >"$out/runs.txt"
 for ((r = 1; r <= rounds; r++)); do
-  if ((r % 2)); then side ours "$r"; side peer "$r"; else side peer "$r"; side ours "$r"; fi
+  sides=(ours peer)
+  [ -n "$variant" ] && sides=(ours variant peer)
+  ((r % 2)) || sides=($(printf '%s\n' "${sides[@]}" | tac))
+  for s in "${sides[@]}"; do side "$s" "$r"; done
 done
-/usr/bin/python3 - "$out/runs.txt" <<'PY'
+/usr/bin/python3 - "$out/runs.txt" "$variant" <<'PY'
 import statistics, sys
-runs = {"ours": [], "peer": []}
+runs = {"ours": [], "peer": [], "variant": []}
 for line in open(sys.argv[1]):
     f = line.split()
     runs[f[0]].append((float(f[2]), dict(zip(f[3::2], map(float, f[4::2])))))
-med = {k: statistics.median(t for t, _ in v) for k, v in runs.items()}
+med = {k: statistics.median(t for t, _ in v) for k, v in runs.items() if v}
+rounds = lambda a, b: ", ".join(f"{x[0] / y[0]:.2f}" for x, y in zip(runs[a], runs[b]))
 print(f"tokens/s median: shardlight {med['ours']:.1f}, FSDP2 {med['peer']:.1f}; ratio {med['ours'] / med['peer']:.2f}x"
-      f" (per round: {', '.join(f'{a[0] / b[0]:.2f}' for a, b in zip(runs['ours'], runs['peer']))})")
+      f" (per round: {rounds('ours', 'peer')})")
+sides = ["ours", "peer"]
+if runs["variant"]:
+    sides.insert(1, "variant")
+    print(f"variant ({sys.argv[2]}): tokens/s median {med['variant']:.1f}; {med['variant'] / med['peer']:.2f}x FSDP2,"
+          f" {med['variant'] / med['ours']:.2f}x shardlight (per round vs shardlight: {rounds('variant', 'ours')})")
+names = {"ours": "shardlight", "variant": "variant", "peer": "FSDP2"}
 print("seconds per step, rank 0, mean over the rounds:")
-print("| phase | shardlight | FSDP2 | shardlight / FSDP2 |")
-print("|---|---|---|---|")
+print("| phase | " + " | ".join(names[s] for s in sides) + " | shardlight / FSDP2 |")
+print("|---" * (len(sides) + 2) + "|")
 for key, name in (("all_gather_s", "all-gather"), ("compute_s", "compute"), ("reduce_scatter_s", "reduce-scatter"),
                   ("optimizer_s", "optimizer"), ("step_s", "step")):
-    a = statistics.mean(p[key] for _, p in runs["ours"])
-    b = statistics.mean(p[key] for _, p in runs["peer"])
-    print(f"| {name} | {a:.4f} | {b:.4f} | {a / b if b else float('nan'):.2f} |")
+    m = {s: statistics.mean(p[key] for _, p in runs[s]) for s in sides}
+    ratio = m["ours"] / m["peer"] if m["peer"] else float("nan")
+    print(f"| {name} | " + " | ".join(f"{m[s]:.4f}" for s in sides) + f" | {ratio:.2f} |")
 PY
