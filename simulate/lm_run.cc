@@ -168,7 +168,8 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
   if (o.strategy == "fsdp" || o.strategy == "hsdp") {
     lightning::FsdpOptions fsdp;
     fsdp.units = GptModel::FsdpUnits(o.model);
-    fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward and prefetch: their defaults, on
+    fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward: its default, on
+    fsdp.prefetch = o.fsdp_prefetch;
     fsdp.on_unit_forward = o.fsdp_on_unit_forward;
     fsdp.on_unit_collective = o.fsdp_on_unit_collective;
     // Checked in the setup (CheckLmMixedPrecision): the names parse.

@@ -65,6 +65,10 @@ struct LmJobOptions {
   // fully_shard does by default -- so a rank holds the root and at most two
   // blocks unsharded; false: the whole model is gathered for the step.
   bool fsdp_per_unit = true;
+  // fsdp / hsdp with fsdp_per_unit: FsdpOptions::prefetch (issue the next
+  // unit's all-gather before waiting for this one's; false: each gather is
+  // issued where it is waited for, as FSDP2's synchronous CPU gathers).
+  bool fsdp_prefetch = true;
   // fsdp with fsdp_per_unit, for tests and memory tools:
   // FsdpOptions::on_unit_forward (the unit's name and this rank's bytes of
   // unsharded parameters on entering its forward). Called on each rank's

@@ -77,6 +77,13 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     if (!probed_) {
       if (options_.reduce_scatter) {
         SL_ASSIGN_OR_RETURN(reduce_scatter_, ProbeReduceScatter(*pg_));
+        // The flat reduce-scatter where the group has it; with a reduce_dtype
+        // policy, the path ProbeReduceDtype checks that dtype on.
+        bool flat = false;
+        if (reduce_scatter_ && !options_.reduce_dtype) {
+          SL_ASSIGN_OR_RETURN(flat, ProbeFlatReduceScatter(*pg_));
+        }
+        path_ = flat ? ReduceScatterPath::kFlat : reduce_scatter_ ? ReduceScatterPath::kList : ReduceScatterPath::kAllreduce;
       }
       // A reduce_dtype the group cannot sum fails here, on every rank, before any unit collective.
       if (options_.reduce_dtype) {
@@ -296,7 +303,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
         options_.on_unit_collective("reduce-scatter", units_[e.unit].name, step_);
       }
       for (size_t i : units_[e.unit].buckets) {
-        auto got = fsdp_internal::ReduceBucket(*pg_, buckets_[i], flag, reduce_scatter_, op, replicate_.get());
+        auto got = fsdp_internal::ReduceBucket(*pg_, buckets_[i], flag, path_, op, replicate_.get());
         if (!got.ok()) {
           failed = got.status();
           break;
@@ -418,7 +425,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
     for (size_t i : units_.back().buckets) {
       SL_ASSIGN_OR_RETURN(const bool flagged,
-                          fsdp_internal::ReduceBucket(*pg_, buckets_[i], false, reduce_scatter_,
+                          fsdp_internal::ReduceBucket(*pg_, buckets_[i], false, path_,
                                                       absl::StrCat(op, " (fsdp reduce-scatter of the root)"),
                                                       replicate_.get()));
       if (flagged) return absl::InternalError(absl::StrCat(op, ": a flag after the agreed verdict"));
@@ -433,7 +440,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     for (Bucket& b : buckets_) {
       SL_ASSIGN_OR_RETURN(
           const bool flagged,
-          fsdp_internal::ReduceBucket(*pg_, b, !carried && !local.ok(), reduce_scatter_,
+          fsdp_internal::ReduceBucket(*pg_, b, !carried && !local.ok(), path_,
                                       absl::StrCat(op, " (fsdp reduce-scatter of unit ", UnitName(units_[b.unit].name), ")"),
                                       replicate_.get()));
       if (flagged) {
@@ -454,6 +461,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   FsdpOptions options_;
   bool probed_ = false;
   bool reduce_scatter_ = false;
+  ReduceScatterPath path_ = ReduceScatterPath::kAllreduce;
   std::vector<Bucket> buckets_;
   std::vector<Unit> units_;  // the named ones in order, then the root
   bool per_unit_ = false;
