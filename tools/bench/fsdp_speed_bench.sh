@@ -12,23 +12,26 @@
 # and lm_peer.py --phase_times. Not a test: it prints figures.
 #
 #   bash tools/bench/fsdp_speed_bench.sh [--rounds=N] [--steps=S] [--world=W] [--out=DIR]
-#        [--ours_flags="..."] [--variant="..."] [-- MODEL FLAGS]
+#        [--ours_flags="..."] [--variant="..."] [--variant_bin=PATH] [-- MODEL FLAGS]
 #   MODEL FLAGS (both sides; lm_lib.sh's): --dim --heads --layers --context --mlp --batch
 #   default: --dim=128 --heads=8 --layers=4 --context=64 --mlp=512 --batch=16
 #   --ours_flags: extra tools/train flags for shardlight's side.
 #   --variant: a third side each round, shardlight with these flags added (an A/B of an
 #     option in the same run, e.g. --variant=--fsdp_prefetch=false), with its ratio to both.
+#   --variant_bin: the variant side runs this tools/train binary (e.g. one built from the
+#     commit before a change: a before/after in the same run).
 #
 # Needs the torch 2.x venv (tools/setup.sh --torch2); builds //tools/train -c opt --config=torch2
 # (COMPILATION_MODE=fastbuild reuses a debug build instead).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rounds=3; steps=20; world=4; out=/tmp/shardlight_fsdp_speed; ours_extra=""; variant=""
+rounds=3; steps=20; world=4; out=/tmp/shardlight_fsdp_speed; ours_extra=""; variant=""; variant_bin=""
 model=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds=*) rounds=${1#*=} ;; --steps=*) steps=${1#*=} ;; --world=*) world=${1#*=} ;;
     --out=*) out=${1#*=} ;; --ours_flags=*) ours_extra=${1#*=} ;; --variant=*) variant=${1#*=} ;;
+    --variant_bin=*) variant_bin=$(realpath "${1#*=}") ;;
     --) shift; model=("$@"); break ;;
     *) echo "fsdp_speed_bench: unknown argument '$1' (see the comment at the top of $0)" >&2; exit 2 ;;
   esac
@@ -66,11 +69,11 @@ export OMP_NUM_THREADS=1
 
 # side ours|variant|peer ROUND: one run; appends "SIDE ROUND tokens_per_s PHASE LINE" to $out/runs.txt.
 side() {
-  local text tps phases extra=$ours_extra
-  [ "$1" = variant ] && extra="$ours_extra $variant"
+  local text tps phases extra=$ours_extra train=$tmp/train
+  [ "$1" = variant ] && extra="$ours_extra $variant" && train=${variant_bin:-$tmp/train}
   if [ "$1" != peer ]; then
     # shellcheck disable=SC2086
-    text=$(run_torchrun "$world" --no_python "$tmp/train" --job=lm --mesh="$mesh" --strategy=fsdp --steps="$steps" \
+    text=$(run_torchrun "$world" --no_python "$train" --job=lm --mesh="$mesh" --strategy=fsdp --steps="$steps" \
       --threads=1 --phase_times "${ours[@]}" $extra 2>&1) \
       || { echo "fsdp_speed_bench: shardlight failed:" >&2; tail -5 <<<"$text" >&2; exit 1; }
     tps=$(strip <<<"$text" | sed -n 's/^train: rank 0\/.* tokens_per_s \([0-9.]*\) .*/\1/p')
@@ -86,19 +89,19 @@ side() {
   echo "$1 $2 $tps $phases" >>"$out/runs.txt"
   local name=fsdp2
   [ "$1" = ours ] && name=shardlight
-  [ "$1" = variant ] && name="shardlight $variant"
+  [ "$1" = variant ] && name="variant${variant:+ $variant}${variant_bin:+ ($variant_bin)}"
   printf "round %d %-10s tokens/s %8.1f\n" "$2" "$name" "$tps"
 }
 
-echo "fsdp_speed_bench: W=$world Gloo CPU, 1 thread per process, $steps steps, model ${model[*]}${ours_extra:+, shardlight also $ours_extra}${variant:+, variant $variant}"
+echo "fsdp_speed_bench: W=$world Gloo CPU, 1 thread per process, $steps steps, model ${model[*]}${ours_extra:+, shardlight also $ours_extra}${variant:+, variant $variant}${variant_bin:+, variant binary $variant_bin}"
 : >"$out/runs.txt"
 for ((r = 1; r <= rounds; r++)); do
   sides=(ours peer)
-  [ -n "$variant" ] && sides=(ours variant peer)
+  [ -n "$variant$variant_bin" ] && sides=(ours variant peer)
   ((r % 2)) || sides=($(printf '%s\n' "${sides[@]}" | tac))
   for s in "${sides[@]}"; do side "$s" "$r"; done
 done
-/usr/bin/python3 - "$out/runs.txt" "$variant" <<'PY'
+/usr/bin/python3 - "$out/runs.txt" "$variant${variant_bin:+ $variant_bin}" <<'PY'
 import statistics, sys
 runs = {"ours": [], "peer": [], "variant": []}
 for line in open(sys.argv[1]):
