@@ -6,6 +6,18 @@
 #include "sharded/status_macros.h"
 
 namespace shardlight::lightning {
+namespace {
+
+// c10d's flat reduce-scatter under its one name every LibTorch has (1.13's
+// only; 2.x keeps it, deprecated, as an alias of reduce_scatter_single).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+c10::intrusive_ptr<c10d::Work> FlatReduceScatter(c10d::ProcessGroup& pg, at::Tensor& output, at::Tensor& input) {
+  return pg._reduce_scatter_base(output, input);
+}
+#pragma GCC diagnostic pop
+
+}  // namespace
 
 absl::StatusOr<bool> ProbeReduceScatter(c10d::ProcessGroup& pg) {
   const int w = pg.getSize();
@@ -39,7 +51,7 @@ absl::StatusOr<bool> ProbeFlatReduceScatter(c10d::ProcessGroup& pg) {
   sharded::NoThrow([&]() -> absl::Status {
     at::Tensor output = at::zeros({1}, at::kFloat);
     at::Tensor input = at::arange(1, w + 1, at::kFloat).mul(rank + 1.0);
-    pg._reduce_scatter_base(output, input)->wait();
+    FlatReduceScatter(pg, output, input)->wait();
     works = output.item<double>() == (rank + 1.0) * w * (w + 1) / 2.0;
     return absl::OkStatus();
   }).IgnoreError();  // a throw (not supported) is the answer "no"
@@ -59,7 +71,7 @@ absl::StatusOr<at::Tensor> ReduceScatterFlat(c10d::ProcessGroup& pg, at::Tensor 
   if (w == 1) return flat;
   if (path == ReduceScatterPath::kFlat) {
     at::Tensor output = at::empty({n}, flat.options());
-    SL_RETURN_IF_ERROR(sharded::RunCollective(pg, op, [&] { return pg._reduce_scatter_base(output, flat); }));
+    SL_RETURN_IF_ERROR(sharded::RunCollective(pg, op, [&] { return FlatReduceScatter(pg, output, flat); }));
     return output;
   }
   if (path == ReduceScatterPath::kList) {
