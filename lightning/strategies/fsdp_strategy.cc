@@ -77,11 +77,12 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     if (!probed_) {
       if (options_.reduce_scatter) {
         SL_ASSIGN_OR_RETURN(reduce_scatter_, ProbeReduceScatter(*pg_));
-        // The flat reduce-scatter where the group has it; with a reduce_dtype
-        // policy, the path ProbeReduceDtype checks that dtype on.
+        // The flat reduce-scatter where the group has it for the dtype the
+        // gradients are summed in (a reduce_dtype policy's, else float: the
+        // same path as without a policy, so an own-dtype policy is bit-equal).
         bool flat = false;
-        if (reduce_scatter_ && !options_.reduce_dtype) {
-          SL_ASSIGN_OR_RETURN(flat, ProbeFlatReduceScatter(*pg_));
+        if (reduce_scatter_) {
+          SL_ASSIGN_OR_RETURN(flat, ProbeFlatReduceScatter(*pg_, options_.reduce_dtype.value_or(at::kFloat)));
         }
         path_ = flat ? ReduceScatterPath::kFlat : reduce_scatter_ ? ReduceScatterPath::kList : ReduceScatterPath::kAllreduce;
       }

@@ -42,17 +42,17 @@ absl::StatusOr<bool> ProbeReduceScatter(c10d::ProcessGroup& pg) {
   return true;
 }
 
-absl::StatusOr<bool> ProbeFlatReduceScatter(c10d::ProcessGroup& pg) {
+absl::StatusOr<bool> ProbeFlatReduceScatter(c10d::ProcessGroup& pg, c10::ScalarType dtype) {
   const int w = pg.getSize();
   const int rank = pg.getRank();
   if (w == 1) return true;
   // As ProbeReduceScatter, the slots laid end to end in one tensor.
   bool works = false;
   sharded::NoThrow([&]() -> absl::Status {
-    at::Tensor output = at::zeros({1}, at::kFloat);
-    at::Tensor input = at::arange(1, w + 1, at::kFloat).mul(rank + 1.0);
+    at::Tensor output = at::zeros({1}, at::TensorOptions().dtype(dtype));
+    at::Tensor input = at::arange(1, w + 1, at::TensorOptions().dtype(dtype)).mul(rank + 1.0);
     FlatReduceScatter(pg, output, input)->wait();
-    works = output.item<double>() == (rank + 1.0) * w * (w + 1) / 2.0;
+    works = output.scalar_type() == dtype && output.item<double>() == (rank + 1.0) * w * (w + 1) / 2.0;
     return absl::OkStatus();
   }).IgnoreError();  // a throw (not supported) is the answer "no"
   SL_ASSIGN_OR_RETURN(const std::vector<std::string> all,

@@ -24,9 +24,10 @@ namespace shardlight::lightning {
 // sums correctly on every rank. Errors only when the agreement itself fails.
 absl::StatusOr<bool> ProbeReduceScatter(c10d::ProcessGroup& pg);
 
-// Collective. Whether _reduce_scatter_base (one flat input) works on `pg`
-// and sums correctly on every rank. Errors only when the agreement fails.
-absl::StatusOr<bool> ProbeFlatReduceScatter(c10d::ProcessGroup& pg);
+// Collective. Whether _reduce_scatter_base (one flat input) of `dtype`
+// works on `pg` and sums correctly on every rank. Errors only when the
+// agreement fails.
+absl::StatusOr<bool> ProbeFlatReduceScatter(c10d::ProcessGroup& pg, c10::ScalarType dtype = at::kFloat);
 
 // How ReduceScatterFlat sums: what the probes found.
 enum class ReduceScatterPath { kAllreduce, kList, kFlat };
