@@ -405,6 +405,7 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
                       TrainingStateDict(module, *optimizer, step, lr_schedule_, model_checkpoint_));
   SL_RETURN_IF_ERROR(parallel->UseCheckpointViews(checkpoint_state));
   strategy_run_ = parallel.get();
+  parallel->UsePhaseTimes(options_.phase_times);
 
   const bool checkpoints = !options_.checkpoint_dir.empty();
   std::string resumed_from;
@@ -525,6 +526,7 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
   };
 
   for (int64_t s = state.start_step; s < state.max_steps; ++s) {
+    std::optional<PhaseTimes::StepScope> timed_step(options_.phase_times);  // to the loss allreduce
     optimizer->ZeroGrad();
     // Step 1: data, TrainingStep and backward; agreed in the strategy's gradient reduction.
     SL_RETURN_IF_ERROR(parallel->BeforeStep(s));
@@ -532,6 +534,7 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
     const absl::Status local =
         AccumulateMicroBatches(module, train_data, {s, state.rank, state.world_size, pg}, accumulate, &loss, autocast);
     SL_RETURN_IF_ERROR(parallel->ReduceGradients(trainables, local, absl::StrCat("training step ", s)));
+    std::optional<PhaseTimes::Scope> timed_optimizer(std::in_place, options_.phase_times, Phase::kOptimizer);
     if (options_.gradient_clip_norm > 0) {
       SL_RETURN_IF_ERROR(
           parallel->ClipGradients(trainables, options_.gradient_clip_norm, absl::StrCat("gradient clipping at step ", s))
@@ -544,12 +547,14 @@ absl::StatusOr<FitResult> Trainer::FitWith(LightningModule& module, const DataSo
       optimizer->Step();
       return lr_schedule_ != nullptr ? lr_schedule_->Step(*optimizer) : absl::OkStatus();
     });
+    timed_optimizer.reset();
     // With the loss: how many ranks' background save has ended, so that every
     // rank learns of a commit at the same step without a collective of its own.
     const double save_ended = in_flight != nullptr && in_flight->Done() ? 1.0 : 0.0;
     at::Tensor global_loss = at::cat({loss.detach().to(at::kDouble).reshape({1}), at::full({1}, save_ended, at::kDouble)});
     c10d::ProcessGroup& loss_group = parallel->loss_group();
     SL_RETURN_IF_ERROR(AllreduceWithVerdict(loss_group, global_loss, stepped, absl::StrCat("optimizer step ", s)));
+    timed_step.reset();
     const int64_t done = s + 1;
     step.fill_(done);
     result.losses.push_back(global_loss[0].item<double>());

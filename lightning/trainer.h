@@ -140,6 +140,7 @@
 #include "lightning/callback.h"
 #include "lightning/lightning_module.h"
 #include "lightning/model_checkpoint.h"
+#include "lightning/phase_times.h"
 #include "lightning/run_fingerprint.h"
 #include "lightning/strategies/strategy.h"
 #include "sharded/checkpoint/async/async_checkpointer.h"
@@ -229,6 +230,12 @@ struct TrainerOptions {
   bool async_checkpoint = false;
   int64_t async_staging_bytes = int64_t{256} << 20;
   std::shared_ptr<const sharded::GroupFactory> groups;
+  // Not null: this rank's steps' wall time by phase is added to it
+  // (lightning/phase_times.h): each step from ZeroGrad to the loss
+  // allreduce, the optimizer (clipping, Step, the LR schedule), and the
+  // strategy's collectives (FsdpStrategy: all-gathers, reduce-scatters).
+  // One per rank, owned by the caller, alive until Fit returns; null: off.
+  PhaseTimes* phase_times = nullptr;
 };
 
 struct FitResult {

@@ -169,7 +169,8 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
   if (o.strategy == "fsdp" || o.strategy == "hsdp") {
     lightning::FsdpOptions fsdp;
     fsdp.units = GptModel::FsdpUnits(o.model);
-    fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward and prefetch: their defaults, on
+    fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward: its default, on
+    fsdp.prefetch = o.fsdp_prefetch;
     fsdp.on_unit_forward = o.fsdp_on_unit_forward;
     fsdp.on_unit_collective = o.fsdp_on_unit_collective;
     // Checked in the setup (CheckLmMixedPrecision): the names parse.
@@ -279,6 +280,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   trainer.resume = o.resume;
   trainer.save_last = o.save_at < 0;  // the end's save is the Trainer's; one at save_at is the callback's
   trainer.gradient_clip_norm = o.clip_norm;
+  trainer.phase_times = o.phase_times;
   trainer.strategy =
       StrategyOf(o, mesh, o.grads_steps > 0 ? lightning::ModelParallelStrategy::ReducedHook(save_grads) : nullptr);
   auto callback = std::make_shared<LmCallback>(o, model, world, result, hsdp ? mesh : nullptr);

@@ -43,6 +43,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lightning/phase_times.h"
 #include "lightning/tp/mesh_adamw.h"
 #include "sharded/mesh/device_mesh.h"
 #include "simulate/byte_corpus.h"
@@ -68,6 +69,10 @@ struct LmJobOptions {
   // fully_shard does by default -- so a rank holds the root and at most two
   // blocks unsharded; false: the whole model is gathered for the step.
   bool fsdp_per_unit = true;
+  // fsdp / hsdp with fsdp_per_unit: FsdpOptions::prefetch (issue the next
+  // unit's all-gather before waiting for this one's; false: each gather is
+  // issued where it is waited for, as FSDP2's synchronous CPU gathers).
+  bool fsdp_prefetch = true;
   // fsdp with fsdp_per_unit, for tests and memory tools:
   // FsdpOptions::on_unit_forward (the unit's name and this rank's bytes of
   // unsharded parameters on entering its forward). Called on each rank's
@@ -138,6 +143,9 @@ struct LmJobOptions {
   std::string grads_dir;
   int64_t grads_steps = 0;
   std::ostream* log = nullptr;
+  // Not null: the Trainer adds this rank's step time by phase to it
+  // (TrainerOptions::phase_times); owned by the caller.
+  lightning::PhaseTimes* phase_times = nullptr;
 };
 
 struct LmRankResult {

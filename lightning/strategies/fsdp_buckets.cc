@@ -92,13 +92,15 @@ absl::StatusOr<bool> FinishGather(c10d::ProcessGroup& pg, Bucket& b, GatherWork&
   return false;
 }
 
-absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, bool reduce_scatter,
+absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, ReduceScatterPath path,
                                   const std::string& op, c10d::ProcessGroup* replicate) {
   at::NoGradGuard no_grad;
   const int w = pg.getSize();
-  std::vector<at::Tensor> slots;
+  // Every rank's slot end to end in one buffer (what the flat reduce-scatter takes).
+  const int64_t slot_numel = b.slot_numel + 1;
+  at::Tensor flat = at::zeros({w * slot_numel}, at::TensorOptions().dtype(b.reduce_dtype));
   for (int r = 0; r < w; ++r) {
-    at::Tensor slot = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.reduce_dtype));
+    at::Tensor slot = flat.narrow(0, r * slot_numel, slot_numel);
     for (const FlatParam& p : b.params) {
       const at::Tensor& grad = p.param.grad();
       if (!grad.defined() || flag) continue;  // zeros
@@ -106,9 +108,8 @@ absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, 
       slot.narrow(0, p.offset, rows * p.row_numel).copy_(grad.narrow(0, first, rows).reshape({-1}));
     }
     slot[-1].fill_(flag ? 1.0 : 0.0);
-    slots.push_back(std::move(slot));
   }
-  SL_ASSIGN_OR_RETURN(at::Tensor summed, ReduceScatterSlots(pg, std::move(slots), reduce_scatter, op));
+  SL_ASSIGN_OR_RETURN(at::Tensor summed, ReduceScatterFlat(pg, std::move(flat), path, op));
   if (replicate != nullptr && replicate->getSize() > 1) {
     // FSDP2's HSDP: the shard group's sum, then an allreduce (sum) over the replicate group.
     std::vector<at::Tensor> all = {summed.contiguous()};

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lightning/strategies/reduce_scatter.h"
 #include "sharded/sharded_tensor.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 
@@ -80,7 +81,7 @@ absl::StatusOr<bool> FinishGather(c10d::ProcessGroup& pg, Bucket& b, GatherWork&
 // over the replicate group before it is applied, so a flag set anywhere in
 // the world is seen by every rank in the same bucket.
 // True when some rank's flag was set (nothing applied).
-absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, bool reduce_scatter,
+absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, ReduceScatterPath path,
                                   const std::string& op, c10d::ProcessGroup* replicate = nullptr);
 
 // HSDP, a rank whose shard group stopped before the bucket's reduction:

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "lightning/deferred_init.h"
+#include "lightning/phase_times.h"
 #include "lightning/strategies/fsdp_buckets.h"
 #include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_schedule.h"
@@ -77,6 +78,14 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     if (!probed_) {
       if (options_.reduce_scatter) {
         SL_ASSIGN_OR_RETURN(reduce_scatter_, ProbeReduceScatter(*pg_));
+        // The flat reduce-scatter where the group has it for the dtype the
+        // gradients are summed in (a reduce_dtype policy's, else float: the
+        // same path as without a policy, so an own-dtype policy is bit-equal).
+        bool flat = false;
+        if (reduce_scatter_) {
+          SL_ASSIGN_OR_RETURN(flat, ProbeFlatReduceScatter(*pg_, options_.reduce_dtype.value_or(at::kFloat)));
+        }
+        path_ = flat ? ReduceScatterPath::kFlat : reduce_scatter_ ? ReduceScatterPath::kList : ReduceScatterPath::kAllreduce;
       }
       // A reduce_dtype the group cannot sum fails here, on every rank, before any unit collective.
       if (options_.reduce_dtype) {
@@ -110,6 +119,8 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   }
 
   c10d::ProcessGroup& loss_group() override { return *world_; }
+
+  void UsePhaseTimes(PhaseTimes* times) override { times_ = times; }
 
   // HSDP: a shard's gradient is the same on each replica, so the sharded
   // part of the norm sums over the shard group only.
@@ -174,6 +185,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   }
 
   absl::Status GatherNow(size_t unit) {
+    const PhaseTimes::Scope timed(times_, Phase::kAllGather);
     for (size_t i : units_[unit].buckets) {
       const std::string op = absl::StrCat("fsdp all-gather of unit ", UnitName(units_[unit].name), " at step ", step_);
       SL_ASSIGN_OR_RETURN(GatherWork w, fsdp_internal::IssueGather(*pg_, buckets_[i], false, op));
@@ -261,6 +273,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
         }
       }
     } else if (e.op == Event::Op::kGather) {
+      const PhaseTimes::Scope timed(times_, Phase::kAllGather);  // issued, or waited for and copied out
       if (e.kind == Event::Kind::kIssue) {
         if (!flag && options_.on_unit_collective) options_.on_unit_collective("all-gather", units_[e.unit].name, step_);
         for (size_t i : units_[e.unit].buckets) {
@@ -286,12 +299,13 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
         if (!flagged && failed.ok()) EnsureGradHooks(e.unit);
       }
     } else if (e.kind == Event::Kind::kIssue) {
+      const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
       reduce_flagged_ = false;
       if (!flag && options_.on_unit_collective) {
         options_.on_unit_collective("reduce-scatter", units_[e.unit].name, step_);
       }
       for (size_t i : units_[e.unit].buckets) {
-        auto got = fsdp_internal::ReduceBucket(*pg_, buckets_[i], flag, reduce_scatter_, op, replicate_.get());
+        auto got = fsdp_internal::ReduceBucket(*pg_, buckets_[i], flag, path_, op, replicate_.get());
         if (!got.ok()) {
           failed = got.status();
           break;
@@ -410,9 +424,10 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
       return absl::InternalError(absl::StrCat(op, ": a rank reported a failure but no error"));
     }
     // The verdict is agreed: the root's gradients and the dense ones.
+    const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
     for (size_t i : units_.back().buckets) {
       SL_ASSIGN_OR_RETURN(const bool flagged,
-                          fsdp_internal::ReduceBucket(*pg_, buckets_[i], false, reduce_scatter_,
+                          fsdp_internal::ReduceBucket(*pg_, buckets_[i], false, path_,
                                                       absl::StrCat(op, " (fsdp reduce-scatter of the root)"),
                                                       replicate_.get()));
       if (flagged) return absl::InternalError(absl::StrCat(op, ": a flag after the agreed verdict"));
@@ -422,11 +437,12 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   }
 
   absl::Status ReduceWholeModel(const Trainables& trainables, const absl::Status& local, absl::string_view op) {
+    const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
     bool carried = false;  // the first reduction carries the verdict
     for (Bucket& b : buckets_) {
       SL_ASSIGN_OR_RETURN(
           const bool flagged,
-          fsdp_internal::ReduceBucket(*pg_, b, !carried && !local.ok(), reduce_scatter_,
+          fsdp_internal::ReduceBucket(*pg_, b, !carried && !local.ok(), path_,
                                       absl::StrCat(op, " (fsdp reduce-scatter of unit ", UnitName(units_[b.unit].name), ")"),
                                       replicate_.get()));
       if (flagged) {
@@ -447,6 +463,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   FsdpOptions options_;
   bool probed_ = false;
   bool reduce_scatter_ = false;
+  ReduceScatterPath path_ = ReduceScatterPath::kAllreduce;
   std::vector<Bucket> buckets_;
   std::vector<Unit> units_;  // the named ones in order, then the root
   bool per_unit_ = false;
@@ -464,6 +481,7 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
   bool stopped_ = false;
   absl::Status own_error_;  // this rank's failure, reported in the verdict
   absl::Status broken_;     // a collective that failed
+  PhaseTimes* times_ = nullptr;  // TrainerOptions::phase_times
 };
 
 // The groups of one rank's run: the shards' (the world, or HSDP's shard

@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "lightning/phase_times.h"
 #include "lightning/strategies/fsdp_buckets.h"
 #include "lightning/strategies/reduce_scatter.h"
 #include "lightning/tp/mesh_gradients.h"
@@ -52,10 +53,17 @@ class FsdpTpRun : public StrategyRun {
   absl::Status BeforeStep(int64_t step) override {
     if (!probed_) {
       if (options_.reduce_scatter) {
-        SL_ASSIGN_OR_RETURN(reduce_scatter_, ProbeReduceScatter(dp()));
+        // As fsdp: the flat reduce-scatter where the group has it, else the list one, else allreduce.
+        bool listed = false, flat = false;
+        SL_ASSIGN_OR_RETURN(listed, ProbeReduceScatter(dp()));
+        if (listed) {
+          SL_ASSIGN_OR_RETURN(flat, ProbeFlatReduceScatter(dp(), at::kFloat));
+        }
+        path_ = flat ? ReduceScatterPath::kFlat : listed ? ReduceScatterPath::kList : ReduceScatterPath::kAllreduce;
       }
       probed_ = true;
     }
+    const PhaseTimes::Scope timed(times_, Phase::kAllGather);
     const std::string op = absl::StrCat("fsdp_tp all-gather at step ", step);
     absl::Status gathered = absl::OkStatus();
     for (Bucket& b : buckets_) {
@@ -78,9 +86,10 @@ class FsdpTpRun : public StrategyRun {
     // The verdict over the world first: a TP peer of a failed rank must not
     // wait for it in a DP collective.
     absl::Status reduced = sharded::Agree(*world_, local, op);
+    const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
     for (size_t i = 0; i < buckets_.size() && reduced.ok(); ++i) {
       absl::StatusOr<bool> flagged = fsdp_internal::ReduceBucket(
-          dp(), buckets_[i], false, reduce_scatter_, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
+          dp(), buckets_[i], false, path_, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
       reduced = flagged.status();
       if (reduced.ok() && *flagged) reduced = absl::InternalError(absl::StrCat(op, ": a failure flag after the verdict"));
     }
@@ -115,6 +124,8 @@ class FsdpTpRun : public StrategyRun {
     }
   }
 
+  void UsePhaseTimes(PhaseTimes* times) override { times_ = times; }
+
   // Every member back to its chunk, without its full gradient.
   void Reshard() {
     for (Bucket& b : buckets_) fsdp_internal::ReshardBucket(b);
@@ -130,7 +141,8 @@ class FsdpTpRun : public StrategyRun {
   std::vector<Bucket> buckets_;
   tp::MeshParams params_;
   bool probed_ = false;
-  bool reduce_scatter_ = false;
+  ReduceScatterPath path_ = ReduceScatterPath::kAllreduce;
+  PhaseTimes* times_ = nullptr;  // TrainerOptions::phase_times
 };
 
 // The mesh checked against the world (local: no collective).

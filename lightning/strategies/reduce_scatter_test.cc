@@ -7,6 +7,7 @@
 #include <iostream>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning {
@@ -35,6 +36,36 @@ TEST(ReduceScatterTest, ProbeAndBothPathsGiveEachRankItsSlotOfTheSum) {
     for (bool probed : *results) EXPECT_EQ(probed, (*results)[0]) << "every rank takes the same path";
     std::cout << "W=" << w << ": c10d reduce_scatter " << ((*results)[0] ? "used" : "not available: allreduce + narrow")
               << "\n";
+  }
+}
+
+// ReduceScatterFlat: every path the probes allow gives each rank its slot of
+// the sum (the flat one where _reduce_scatter_base works, torch 2.x's Gloo).
+TEST(ReduceScatterTest, FlatBufferSumsAlikeOnEveryAvailablePath) {
+  for (int w : {1, 2, 3}) {
+    SimulatedCluster cluster(w);
+    auto results = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<bool> {
+      auto list = ProbeReduceScatter(*ctx.pg);
+      if (!list.ok()) return list.status();
+      auto flat = ProbeFlatReduceScatter(*ctx.pg);
+      if (!flat.ok()) return flat.status();
+      std::vector<ReduceScatterPath> paths = {ReduceScatterPath::kAllreduce};
+      if (*list) paths.push_back(ReduceScatterPath::kList);
+      if (*flat) paths.push_back(ReduceScatterPath::kFlat);
+      for (ReduceScatterPath path : paths) {
+        // rank r sends (r + 1) * [10 j, 10 j + 1, 10 j + 2] to slot j, the slots end to end
+        const at::Tensor input = at::arange(3 * w, at::kFloat).remainder(3).add(
+            at::arange(w, at::kFloat).repeat_interleave(3).mul(10.0)).mul(ctx.rank + 1);
+        auto mine = ReduceScatterFlat(*ctx.pg, input.clone(), path, "test");
+        if (!mine.ok()) return mine.status();
+        const at::Tensor want = at::arange(3, at::kFloat).add(10.0 * ctx.rank).mul(w * (w + 1) / 2.0);
+        if (!at::equal(*mine, want)) return absl::InternalError(absl::StrCat("wrong sums on path ", static_cast<int>(path)));
+      }
+      return *flat;
+    });
+    ASSERT_TRUE(results.ok()) << results.status();
+    for (bool flat : *results) EXPECT_EQ(flat, (*results)[0]) << "every rank takes the same path";
+    std::cout << "W=" << w << ": _reduce_scatter_base " << ((*results)[0] ? "used" : "not available") << "\n";
   }
 }
 

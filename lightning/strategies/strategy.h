@@ -34,6 +34,8 @@
 
 namespace shardlight::lightning {
 
+class PhaseTimes;  // lightning/phase_times.h
+
 // One rank's strategy for one Fit. Every method but loss_group() is
 // collective: every rank of the group calls it at the same point of the loop.
 class StrategyRun {
@@ -86,6 +88,10 @@ class StrategyRun {
   // After a load into the dict UseCheckpointViews last changed (collective):
   // the values each piece's writer loaded reach its other replicas.
   virtual absl::Status CompleteCheckpointLoad(absl::string_view op) { return absl::OkStatus(); }
+
+  // After Setup: where to add the time of this run's collectives
+  // (TrainerOptions::phase_times; null: nowhere). The default times nothing.
+  virtual void UsePhaseTimes(PhaseTimes* /*times*/) {}
 };
 
 class Strategy {

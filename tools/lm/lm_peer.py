@@ -48,6 +48,14 @@ With --fsdp, --torch_dcp_dir with --dcp_at=K: after step K, dcp.save of
 own names, as a PyTorch user saves --; --torch_dcp_resume=DIR: get_state_dict,
 dcp.load of DIR, set_state_dict, then training from the step the optimizer
 state counts ("peer: resumed at step K from DIR"); --weights is then optional.
+With --fsdp, --phase_times: rank 0 also prints where its steps' wall time went,
+"peer: phase_times steps N step_s S all_gather_s A compute_s C reduce_scatter_s R
+optimizer_s O" (seconds per step, as shardlight's --phase_times): FSDP2's
+all-gathers (FSDPParamGroup.unshard and wait_for_unshard: issue, wait,
+copy-out), its reduce-scatters (FSDPParamGroup.post_backward: copy-in, the
+collective, the sharded gradients), the optimizer (the clipping and
+opt.step), and compute, the rest of the step (zero_grad to the loss
+all_reduce).
 
 TP plan (the layout of shardlight's layers): token embedding RowwiseParallel
 (vocabulary rows split, the lookup's Partial result all-reduced), q/k/v and
@@ -58,6 +66,7 @@ replicated tensors; data-parallel gradients are all-reduced over the DP
 group by hand (every collective here is an all_reduce, which Gloo has).
 """
 import argparse
+import functools
 import math
 import os
 import resource
@@ -219,6 +228,79 @@ def report(a, rank, start, global_tokens):
         print(f"peer: tokens_per_s {a.steps * global_tokens / seconds:.1f} step_s {seconds / a.steps:.4f}", flush=True)
 
 
+class PhaseClock:
+    """Wall time of the FSDP2 steps by phase (see --phase_times): FSDPParamGroup's
+    collective methods are wrapped with timers at the class (no FSDP2 code
+    changes). Only time inside a step counts, and a phase inside another
+    counts nothing, so the phases never sum to more than the steps."""
+
+    PHASES = ("all_gather", "reduce_scatter", "optimizer")
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(self.PHASES, 0.0)
+        self.step_seconds, self.steps = 0.0, 0
+        self._step_start, self._active = None, False
+
+    def install(self):
+        from torch.distributed.fsdp._fully_shard._fsdp_param_group import FSDPParamGroup
+        for name, phase in (("unshard", "all_gather"), ("wait_for_unshard", "all_gather"),
+                            ("post_backward", "reduce_scatter")):
+            setattr(FSDPParamGroup, name, self._timed(getattr(FSDPParamGroup, name), phase))
+
+    def _timed(self, method, phase):
+        clock = self
+
+        @functools.wraps(method)
+        def timed(*args, **kwargs):
+            with clock.phase(phase):
+                return method(*args, **kwargs)
+        return timed
+
+    def phase(self, phase):
+        clock = self
+
+        class Scope:
+            def __enter__(self):
+                self.counts = clock._step_start is not None and not clock._active
+                if self.counts:
+                    clock._active, self.start = True, time.perf_counter()
+
+            def __exit__(self, *exc):
+                if self.counts:
+                    clock.seconds[phase] += time.perf_counter() - self.start
+                    clock._active = False
+        return Scope()
+
+    def start_step(self):
+        self._step_start = time.perf_counter()
+
+    def end_step(self):
+        self.step_seconds += time.perf_counter() - self._step_start
+        self.steps += 1
+        self._step_start = None
+
+    def line(self):
+        per = 1.0 / self.steps if self.steps else 0.0
+        compute = max(0.0, self.step_seconds - sum(self.seconds.values()))
+        return (f"steps {self.steps} step_s {self.step_seconds * per:.6f} all_gather_s {self.seconds['all_gather'] * per:.6f}"
+                f" compute_s {compute * per:.6f} reduce_scatter_s {self.seconds['reduce_scatter'] * per:.6f}"
+                f" optimizer_s {self.seconds['optimizer'] * per:.6f}")
+
+
+class NoClock:
+    """PhaseClock's interface, timing nothing (--phase_times off)."""
+
+    def phase(self, phase):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def start_step(self):
+        pass
+
+    def end_step(self):
+        pass
+
+
 def mixed_precision(a):
     """--param_dtype / --reduce_dtype as fully_shard's mp_policy (None: FSDP2's default, no policy)."""
     if not a.param_dtype and not a.reduce_dtype:
@@ -243,6 +325,9 @@ def train_fsdp(a, model, data, world, replicate=0):
     for i in range(a.layers):
         fully_shard(getattr(model, f"block{i}"), mesh=mesh, **policy)
     fully_shard(model, mesh=mesh, **policy)
+    clock = PhaseClock() if a.phase_times else NoClock()
+    if a.phase_times:
+        clock.install()
     # Each rank's loss is its share of the global mean: the reduce-scatter sums.
     for module in model.modules():
         if isinstance(module, FSDPModule):
@@ -258,29 +343,34 @@ def train_fsdp(a, model, data, world, replicate=0):
     global_tokens = a.batch * a.context
     start = time.perf_counter()
     for step in range(first_step, a.steps):
+        clock.start_step()
         opt.zero_grad(set_to_none=True)
         ids, targets = samples(data, a.data_seed, step * a.batch + first, count, a.context)
         logits = model(ids)
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").sum() / global_tokens
         loss.backward()
-        # clip_grad_norm_ over the sharded gradients: each rank's shards once, summed over the ranks
-        # (HSDP: over the shard group -- the replicas hold the same shards).
-        grads = [q.grad.to_local() for q in params if q.grad is not None]
-        squares = torch.zeros(1, dtype=torch.float64)
-        for g in grads:
-            squares += g.double().pow(2).sum()
-        dist.all_reduce(squares, group=shard_group)
-        coef = min(1.0, a.clip / (math.sqrt(squares.item()) + 1e-6))
-        for g in grads:
-            g.mul_(coef)
-        opt.step()
+        with clock.phase("optimizer"):
+            # clip_grad_norm_ over the sharded gradients: each rank's shards once, summed over the ranks
+            # (HSDP: over the shard group -- the replicas hold the same shards).
+            grads = [q.grad.to_local() for q in params if q.grad is not None]
+            squares = torch.zeros(1, dtype=torch.float64)
+            for g in grads:
+                squares += g.double().pow(2).sum()
+            dist.all_reduce(squares, group=shard_group)
+            coef = min(1.0, a.clip / (math.sqrt(squares.item()) + 1e-6))
+            for g in grads:
+                g.mul_(coef)
+            opt.step()
         total = loss.detach().double().reshape(1).clone()
         dist.all_reduce(total)
+        clock.end_step()
         if rank == 0:
             print(f"peer: step {step + 1} loss {total.item():.12f}", flush=True)
         if step + 1 == a.dcp_at and a.torch_dcp_dir:
             save_torch_dcp(model, opt, a.torch_dcp_dir)
     report(a, rank, start, global_tokens)
+    if a.phase_times and rank == 0:
+        print(f"peer: phase_times {clock.line()}", flush=True)
 
 
 def tp_plan(a):
@@ -382,6 +472,9 @@ def main():
                    help="--fsdp: MixedPrecisionPolicy reduce_dtype (the reduce-scatter's dtype)")
     p.add_argument("--torch_dcp_dir", default="", help="--fsdp: after step --dcp_at, dcp.save under torch's own names")
     p.add_argument("--torch_dcp_resume", default="", help="--fsdp: first load this DCP checkpoint of torch's names")
+    p.add_argument("--phase_times", action="store_true",
+                   help="--fsdp: rank 0 prints its seconds per step by phase (all-gather, compute, reduce-scatter, "
+                        "optimizer)")
     a = p.parse_args()
     if a.grads_steps > 0 and not a.grads_dir:
         p.error("--grads_steps needs --grads_dir")
@@ -404,6 +497,8 @@ def main():
         p.error("--fsdp trains data parallel only (--mesh=Nx1), without --grads_steps or --dcp_dir")
     if a.fsdp_tp and (a.fsdp or a.hsdp or a.grads_steps > 0 or a.dcp_dir or a.torch_dcp_dir or a.torch_dcp_resume):
         p.error("--fsdp_tp goes without --fsdp, --hsdp, --grads_steps, --dcp_dir and the torch DCP options")
+    if a.phase_times and not a.fsdp:
+        p.error("--phase_times goes with --fsdp (or --hsdp)")
     if (a.param_dtype or a.reduce_dtype) and not a.fsdp:
         p.error("--param_dtype and --reduce_dtype apply to --fsdp")
     dist.init_process_group("gloo")

@@ -39,6 +39,11 @@ int RunLmJobRank(simulate::LmJobOptions job, const lightning::cluster::ProcessPl
   line << std::setprecision(1) << " tokens_per_s " << result->tokens_per_second << " state_bytes "
        << result->state_bytes << " peak_rss_bytes " << result->peak_rss_bytes;
   std::cout << line.str() << "\n" << std::flush;
+  if (job.phase_times != nullptr) {
+    std::cout << "train: rank " << placement.rank << "/" << placement.world_size << " phase_times "
+              << job.phase_times->PerStepLine() << "\n"
+              << std::flush;
+  }
   if (auto left = ctx.Leave(); !left.ok()) {
     std::cerr << "train: rank " << placement.rank << ": " << left << "\n";
     return 1;

@@ -3,7 +3,8 @@
 // rank's line ("train: rank R/W lm mesh DxT start_step S steps N last_loss
 // L tokens_per_s T state_bytes B peak_rss_bytes P") and, on rank 0, each
 // step's loss when log_every > 0 ("lm: step K loss L perplexity P") and the
-// held-out perplexity. Returns the process exit code (0, or 1 on failure with
+// held-out perplexity; with job.phase_times, also "train: rank R/W phase_times
+// ..." (PhaseTimes::PerStepLine). Returns the process exit code (0, or 1 on failure with
 // the error on stderr).
 #ifndef SHARDLIGHT_TOOLS_TRAIN_LM_JOB_H_
 #define SHARDLIGHT_TOOLS_TRAIN_LM_JOB_H_

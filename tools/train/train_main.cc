@@ -107,6 +107,12 @@ ABSL_FLAG(std::string, die_in, "",
           "--job=lm --strategy=fsdp (per-unit), a fault for tests: the named rank kills itself (SIGKILL) as it enters "
           "one unit collective -- all-gather:rank=R,step=K,unit=U[,n=N] (N: 1 the forward's, 2 the backward's) or "
           "reduce-scatter:rank=R,step=K,unit=U (K from 0, as errors name steps; U: block0, block1, ...)");
+ABSL_FLAG(bool, fsdp_prefetch, true,
+          "--job=lm --strategy=fsdp or hsdp (per unit): issue the next unit's all-gather before waiting for the "
+          "current one (FsdpOptions::prefetch); false: each all-gather where it is waited for");
+ABSL_FLAG(bool, phase_times, false,
+          "--job=lm: each rank also prints its seconds per step by phase (\"train: rank R/W phase_times steps N "
+          "step_s S all_gather_s A compute_s C reduce_scatter_s R optimizer_s O\"; lightning/phase_times.h)");
 ABSL_FLAG(int, threads, 0, "intra-op threads per process (0: LibTorch's default)");
 
 namespace shardlight::tools {
@@ -196,6 +202,12 @@ int Main() {
   if (job != "lm" && absl::GetFlag(FLAGS_strategy) != "model_parallel") {
     return BadUsage("--strategy applies to --job=lm; --job=" + job + " would ignore it");
   }
+  if (job != "lm" && !absl::GetFlag(FLAGS_fsdp_prefetch)) {
+    return BadUsage("--fsdp_prefetch applies to --job=lm; --job=" + job + " would ignore it");
+  }
+  if (job != "lm" && absl::GetFlag(FLAGS_phase_times)) {
+    return BadUsage("--phase_times applies to --job=lm; --job=" + job + " would ignore it");
+  }
   if (job != "lm" && !absl::GetFlag(FLAGS_fsdp_per_unit)) {
     return BadUsage("--fsdp_per_unit applies to --job=lm --strategy=fsdp; --job=" + job + " would ignore it");
   }
@@ -204,7 +216,9 @@ int Main() {
                     " would ignore them");
   }
   simulate::LmJobOptions lm_job;
+  lightning::PhaseTimes phase_times;  // this process's rank's, with --phase_times
   if (job == "lm") {
+    if (absl::GetFlag(FLAGS_phase_times)) lm_job.phase_times = &phase_times;
     auto shape = sharded::mesh::ParseMeshShape(absl::GetFlag(FLAGS_mesh));
     if (!shape.ok()) return BadUsage(absl::StrCat("--mesh: ", shape.status().message()));
     if (shape->size() != 2) return BadUsage(absl::StrCat("--mesh=", absl::GetFlag(FLAGS_mesh), " must be DPxTP (2-d)"));
@@ -220,6 +234,10 @@ int Main() {
       return BadUsage(absl::StrCat("--strategy: ", checked.message(), " (--mesh=", absl::GetFlag(FLAGS_mesh), ")"));
     }
     lm_job.fsdp_per_unit = absl::GetFlag(FLAGS_fsdp_per_unit);
+    lm_job.fsdp_prefetch = absl::GetFlag(FLAGS_fsdp_prefetch);
+    if (!lm_job.fsdp_prefetch && (!lm_job.fsdp_per_unit || (lm_job.strategy != "fsdp" && lm_job.strategy != "hsdp"))) {
+      return BadUsage("--fsdp_prefetch=false applies to --strategy=fsdp or hsdp with --fsdp_per_unit");
+    }
     lm_job.param_dtype = absl::GetFlag(FLAGS_param_dtype);
     lm_job.reduce_dtype = absl::GetFlag(FLAGS_reduce_dtype);
     if (auto checked = simulate::CheckLmMixedPrecision(lm_job.strategy, lm_job.param_dtype, lm_job.reduce_dtype);
