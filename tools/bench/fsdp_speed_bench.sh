@@ -11,7 +11,11 @@
 # (clipping + AdamW) -- from tools/train --phase_times (lightning/phase_times.h)
 # and lm_peer.py --phase_times. Not a test: it prints figures.
 #
-#   bash tools/bench/fsdp_speed_bench.sh [--rounds=N] [--steps=S] [--world=W] [--out=DIR]
+# With --tp=T (T > 1): FSDP x TP on a (W/T) x T mesh instead, shardlight's
+# --strategy=fsdp_tp against lm_peer.py --fsdp_tp (parallelize_module on the
+# mesh's "tp" dim, then fully_shard per block + root on its "dp" dim).
+#
+#   bash tools/bench/fsdp_speed_bench.sh [--rounds=N] [--steps=S] [--world=W] [--tp=T] [--out=DIR]
 #        [--ours_flags="..."] [--variant="..."] [--variant_bin=PATH] [-- MODEL FLAGS]
 #   MODEL FLAGS (both sides; lm_lib.sh's): --dim --heads --layers --context --mlp --batch
 #   default: --dim=128 --heads=8 --layers=4 --context=64 --mlp=512 --batch=16
@@ -25,11 +29,11 @@
 # (COMPILATION_MODE=fastbuild reuses a debug build instead).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-rounds=3; steps=20; world=4; out=/tmp/shardlight_fsdp_speed; ours_extra=""; variant=""; variant_bin=""
+rounds=3; steps=20; world=4; tp=1; out=/tmp/shardlight_fsdp_speed; ours_extra=""; variant=""; variant_bin=""
 model=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --rounds=*) rounds=${1#*=} ;; --steps=*) steps=${1#*=} ;; --world=*) world=${1#*=} ;;
+    --rounds=*) rounds=${1#*=} ;; --steps=*) steps=${1#*=} ;; --world=*) world=${1#*=} ;; --tp=*) tp=${1#*=} ;;
     --out=*) out=${1#*=} ;; --ours_flags=*) ours_extra=${1#*=} ;; --variant=*) variant=${1#*=} ;;
     --variant_bin=*) variant_bin=$(realpath "${1#*=}") ;;
     --) shift; model=("$@"); break ;;
@@ -38,9 +42,13 @@ while [ $# -gt 0 ]; do
   shift
 done
 [ ${#model[@]} -gt 0 ] || model=(--dim=128 --heads=8 --layers=4 --context=64 --mlp=512 --batch=16)
-for n in "$rounds" "$steps" "$world"; do
-  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "fsdp_speed_bench: --rounds, --steps and --world take positive integers" >&2; exit 2; }
+for n in "$rounds" "$steps" "$world" "$tp"; do
+  [[ "$n" =~ ^[1-9][0-9]*$ ]] || { echo "fsdp_speed_bench: --rounds, --steps, --world and --tp take positive integers" >&2; exit 2; }
 done
+((world % tp == 0)) || { echo "fsdp_speed_bench: --tp=$tp does not divide --world=$world" >&2; exit 2; }
+# Our strategy and the peer's flag: fsdp against FSDP2, or fsdp_tp against FSDP2 x TP.
+strategy=fsdp; peer_mode=--fsdp
+((tp > 1)) && strategy=fsdp_tp && peer_mode=--fsdp_tp
 torch_version=$(sed -n 's/^torch_version=\([0-9.]*\).*/\1/p' tools/setup_torch2.sh)
 venv="${SHARDLIGHT_TORCH2_VENV:-$HOME/.cache/shardlight/torch-$torch_version}"
 [ -x "$venv/bin/torchrun" ] || { echo "fsdp_speed_bench: no torch $torch_version at $venv: run bash tools/setup.sh --torch2" >&2; exit 2; }
@@ -57,12 +65,12 @@ peer_sh="$(bazel info -c "$mode" --config=torch2 output_base 2>/dev/null)/extern
 # shellcheck source=tools/lm/lm_lib.sh
 source tools/lm/lm_lib.sh "$peer_sh" "$out/logs"
 model_flags "${model[@]}"
-mesh="${world}x1"
+mesh="$((world / tp))x${tp}"
 export OMP_NUM_THREADS=1
 
 # The shared initial weights: shardlight saves step 0, ckpt exports them for the peer.
 "$LIBTORCH_TORCHRUN" --nnodes=1 --rdzv_backend=c10d --rdzv_endpoint="127.0.0.1:$(free_port)" --nproc_per_node="$world" \
-  --log_dir="$out/logs" --no_python "$tmp/train" --job=lm --mesh="$mesh" --strategy=fsdp --steps=1 --save_at=0 \
+  --log_dir="$out/logs" --no_python "$tmp/train" --job=lm --mesh="$mesh" --strategy="$strategy" --steps=1 --save_at=0 \
   --checkpoint_dir="$out/init" --threads=1 "${ours[@]}" >"$out/init.log" 2>&1 \
   || { echo "fsdp_speed_bench: the initial run failed:" >&2; tail -5 "$out/init.log" >&2; exit 1; }
 "$tmp/ckpt" export --prefix=model. "$out/init" "$out/init.pt" >/dev/null
@@ -73,13 +81,13 @@ side() {
   [ "$1" = variant ] && extra="$ours_extra $variant" && train=${variant_bin:-$tmp/train}
   if [ "$1" != peer ]; then
     # shellcheck disable=SC2086
-    text=$(run_torchrun "$world" --no_python "$train" --job=lm --mesh="$mesh" --strategy=fsdp --steps="$steps" \
+    text=$(run_torchrun "$world" --no_python "$train" --job=lm --mesh="$mesh" --strategy="$strategy" --steps="$steps" \
       --threads=1 --phase_times "${ours[@]}" $extra 2>&1) \
       || { echo "fsdp_speed_bench: shardlight failed:" >&2; tail -5 <<<"$text" >&2; exit 1; }
     tps=$(strip <<<"$text" | sed -n 's/^train: rank 0\/.* tokens_per_s \([0-9.]*\) .*/\1/p')
     phases=$(strip <<<"$text" | sed -n 's/^train: rank 0\/[0-9]* phase_times \(.*\)$/\1/p')
   else
-    text=$(run_peer "$world" tools/lm/lm_peer.py --mesh="$mesh" --fsdp --weights="$out/init.pt" --steps="$steps" \
+    text=$(run_peer "$world" tools/lm/lm_peer.py --mesh="$mesh" "$peer_mode" --weights="$out/init.pt" --steps="$steps" \
       --threads=1 --phase_times "${peer[@]}" 2>&1) \
       || { echo "fsdp_speed_bench: the PyTorch peer failed:" >&2; tail -5 <<<"$text" >&2; exit 1; }
     tps=$(strip <<<"$text" | sed -n 's/^peer: tokens_per_s \([0-9.]*\) .*/\1/p')
@@ -93,7 +101,7 @@ side() {
   printf "round %d %-10s tokens/s %8.1f\n" "$2" "$name" "$tps"
 }
 
-echo "fsdp_speed_bench: W=$world Gloo CPU, 1 thread per process, $steps steps, model ${model[*]}${ours_extra:+, shardlight also $ours_extra}${variant:+, variant $variant}${variant_bin:+, variant binary $variant_bin}"
+echo "fsdp_speed_bench: $strategy on $mesh (W=$world) Gloo CPU, 1 thread per process, $steps steps, model ${model[*]}${ours_extra:+, shardlight also $ours_extra}${variant:+, variant $variant}${variant_bin:+, variant binary $variant_bin}"
 : >"$out/runs.txt"
 for ((r = 1; r <= rounds; r++)); do
   sides=(ours peer)

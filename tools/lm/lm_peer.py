@@ -48,7 +48,7 @@ With --fsdp, --torch_dcp_dir with --dcp_at=K: after step K, dcp.save of
 own names, as a PyTorch user saves --; --torch_dcp_resume=DIR: get_state_dict,
 dcp.load of DIR, set_state_dict, then training from the step the optimizer
 state counts ("peer: resumed at step K from DIR"); --weights is then optional.
-With --fsdp, --phase_times: rank 0 also prints where its steps' wall time went,
+With --fsdp (or --fsdp_tp), --phase_times: rank 0 also prints where its steps' wall time went,
 "peer: phase_times steps N step_s S all_gather_s A compute_s C reduce_scatter_s R
 optimizer_s O" (seconds per step, as shardlight's --phase_times): FSDP2's
 all-gathers (FSDPParamGroup.unshard and wait_for_unshard: issue, wait,
@@ -394,6 +394,9 @@ def train_fsdp_tp(a, model, data, dp, tp):
     for i in range(a.layers):
         fully_shard(getattr(model, f"block{i}"), mesh=mesh["dp"])
     fully_shard(model, mesh=mesh["dp"])
+    clock = PhaseClock() if a.phase_times else NoClock()
+    if a.phase_times:
+        clock.install()
     for module in model.modules():
         if isinstance(module, FSDPModule):
             module.set_gradient_divide_factor(1.0)
@@ -406,6 +409,7 @@ def train_fsdp_tp(a, model, data, dp, tp):
     global_tokens = a.batch * a.context
     start = time.perf_counter()
     for step in range(a.steps):
+        clock.start_step()
         opt.zero_grad(set_to_none=True)
         ids, targets = samples(data, a.data_seed, step * a.batch + first, count, a.context)
         with loss_parallel():
@@ -413,30 +417,38 @@ def train_fsdp_tp(a, model, data, dp, tp):
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="sum") / global_tokens
             loss.backward()
         loss = loss.full_tensor() if isinstance(loss, DTensor) else loss
-        # clip_grad_norm_ over the pieces: each held once. A gradient split
-        # over TP (mesh dim 1 of the 2-d DTensor) sums over the world, the
-        # others (replicated over TP) over DP.
-        over_world = torch.zeros(1, dtype=torch.float64)
-        over_dp = torch.zeros(1, dtype=torch.float64)
-        grads = []
-        for q in params:
-            if q.grad is None:
-                continue
-            g = q.grad.to_local() if isinstance(q.grad, DTensor) else q.grad
-            grads.append(g)
-            split_over_tp = q.device_mesh.ndim == 2 and q.placements[1].is_shard()
-            (over_world if split_over_tp else over_dp).add_(g.double().pow(2).sum())
-        dist.all_reduce(over_world)
-        dist.all_reduce(over_dp, group=dp_group)
-        coef = min(1.0, a.clip / (math.sqrt(over_world.item() + over_dp.item()) + 1e-6))
-        for g in grads:
-            g.mul_(coef)
-        opt.step()
+        with clock.phase("optimizer"):
+            fsdp_tp_clip_and_step(a, params, opt, dp_group)
         total = loss.detach().double().reshape(1).clone()
         dist.all_reduce(total, group=dp_group)
+        clock.end_step()
         if rank == 0:
             print(f"peer: step {step + 1} loss {total.item():.12f}", flush=True)
     report(a, rank, start, global_tokens)
+    if a.phase_times and rank == 0:
+        print(f"peer: phase_times {clock.line()}", flush=True)
+
+
+def fsdp_tp_clip_and_step(a, params, opt, dp_group):
+    """--fsdp_tp's clip_grad_norm_ over the pieces, each held once, and the
+    AdamW step. A gradient split over TP (mesh dim 1 of the 2-d DTensor) sums
+    over the world, the others (replicated over TP) over DP."""
+    over_world = torch.zeros(1, dtype=torch.float64)
+    over_dp = torch.zeros(1, dtype=torch.float64)
+    grads = []
+    for q in params:
+        if q.grad is None:
+            continue
+        g = q.grad.to_local() if isinstance(q.grad, DTensor) else q.grad
+        grads.append(g)
+        split_over_tp = q.device_mesh.ndim == 2 and q.placements[1].is_shard()
+        (over_world if split_over_tp else over_dp).add_(g.double().pow(2).sum())
+    dist.all_reduce(over_world)
+    dist.all_reduce(over_dp, group=dp_group)
+    coef = min(1.0, a.clip / (math.sqrt(over_world.item() + over_dp.item()) + 1e-6))
+    for g in grads:
+        g.mul_(coef)
+    opt.step()
 
 
 def main():
@@ -497,8 +509,8 @@ def main():
         p.error("--fsdp trains data parallel only (--mesh=Nx1), without --grads_steps or --dcp_dir")
     if a.fsdp_tp and (a.fsdp or a.hsdp or a.grads_steps > 0 or a.dcp_dir or a.torch_dcp_dir or a.torch_dcp_resume):
         p.error("--fsdp_tp goes without --fsdp, --hsdp, --grads_steps, --dcp_dir and the torch DCP options")
-    if a.phase_times and not a.fsdp:
-        p.error("--phase_times goes with --fsdp (or --hsdp)")
+    if a.phase_times and not (a.fsdp or a.fsdp_tp):
+        p.error("--phase_times goes with --fsdp, --hsdp or --fsdp_tp")
     if (a.param_dtype or a.reduce_dtype) and not a.fsdp:
         p.error("--param_dtype and --reduce_dtype apply to --fsdp")
     dist.init_process_group("gloo")
