@@ -237,6 +237,11 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   }
   const bool model_parallel = o.strategy == "model_parallel";
   const bool fsdp_tp = o.strategy == "fsdp_tp";  // the model's TP build, chunked over DP
+  if (setup.ok() && o.model.deferred_init && (model_parallel || fsdp_tp)) {
+    setup = absl::InvalidArgumentError(absl::StrCat(
+        "deferred initialisation (GptOptions::deferred_init) applies to the dense build (fsdp, hsdp, ddp); ",
+        o.strategy, " builds each rank's tensor-parallel slices and would ignore it"));
+  }
   if (setup.ok() && o.grads_steps > 0 && !model_parallel) {
     setup = absl::InvalidArgumentError(
         absl::StrCat("saving the gradients of the first steps is done under model_parallel only, not ", o.strategy));

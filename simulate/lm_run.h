@@ -29,7 +29,9 @@
 // floating dtype (CheckLmMixedPrecision); NotFound / InvalidArgument for a
 // missing or empty corpus; the checkpoint's error
 // (naming the key) for a checkpoint of another model shape; InvalidArgument
-// for grads_steps > 0 without grads_dir; InvalidArgument for a save_format
+// for grads_steps > 0 without grads_dir; InvalidArgument for
+// GptOptions::deferred_init under model_parallel or fsdp_tp (the TP build);
+// InvalidArgument for a save_format
 // other than shardlight or torch_dcp, and torch_dcp under model_parallel, fsdp_tp or
 // hsdp or without a save_at >= 0; InvalidArgument for a negative checkpoint_every or
 // keep_last, or keep_last > 0 with a save_at >= 0.

@@ -500,6 +500,9 @@ TEST(LmStrategiesTest, BadStrategyFailsOnEveryRank) {
   ExpectEveryRankFails(RunLm(torch_names, {2, 1}, "fsdp"), "save_format torch_dcp saves at save_at (>= 0, not -1)");
   torch_names.save_at = 1;
   ExpectEveryRankFails(RunLm(torch_names, {1, 2}), "under fsdp or ddp (not model_parallel)");
+  LmJobOptions deferred = Small();
+  deferred.model.deferred_init = true;
+  ExpectEveryRankFails(RunLm(deferred, {2, 2}, "fsdp_tp"), "fsdp_tp builds each rank's tensor-parallel slices");
   torch_names.save_format = "torch";
   ExpectEveryRankFails(RunLm(torch_names, {2, 1}, "fsdp"), "save_format 'torch' is not shardlight or torch_dcp");
 }

@@ -17,6 +17,7 @@
 #include "lightning/tp/mesh_gradients.h"
 #include "lightning/tp/mesh_optimizer.h"
 #include "sharded/agreement.h"
+#include "sharded/no_throw.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/status_macros.h"
 
@@ -78,6 +79,8 @@ class FsdpTpRun : public StrategyRun {
       }
       if (!gathered.ok()) break;
     }
+    // A DP group's failed gather must not leave the other groups waiting in the forward's TP collectives.
+    gathered = sharded::Agree(*world_, gathered, op);
     if (!gathered.ok()) Reshard();
     return gathered;
   }
@@ -85,13 +88,20 @@ class FsdpTpRun : public StrategyRun {
   absl::Status ReduceGradients(const Trainables&, const absl::Status& local, absl::string_view op) override {
     // The verdict over the world first: a TP peer of a failed rank must not
     // wait for it in a DP collective.
+    const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);  // the verdict too, as fsdp's rides its reduction
     absl::Status reduced = sharded::Agree(*world_, local, op);
-    const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);
-    for (size_t i = 0; i < buckets_.size() && reduced.ok(); ++i) {
-      absl::StatusOr<bool> flagged = fsdp_internal::ReduceBucket(
-          dp(), buckets_[i], false, path_, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
-      reduced = flagged.status();
-      if (reduced.ok() && *flagged) reduced = absl::InternalError(absl::StrCat(op, ": a failure flag after the verdict"));
+    if (reduced.ok()) {
+      absl::Status dp_reduced = absl::OkStatus();
+      for (size_t i = 0; i < buckets_.size() && dp_reduced.ok(); ++i) {
+        absl::StatusOr<bool> flagged = fsdp_internal::ReduceBucket(
+            dp(), buckets_[i], false, path_, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
+        dp_reduced = flagged.status();
+        if (dp_reduced.ok() && *flagged) {
+          dp_reduced = absl::InternalError(absl::StrCat(op, ": a failure flag after the verdict"));
+        }
+      }
+      // As the gather: every DP group learns of another's failed reduction here, not in the clipping's allreduce.
+      reduced = sharded::Agree(*world_, dp_reduced, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
     }
     Reshard();
     // The optimizer steps the members' own variables: each chunk's gradient moves there.
@@ -238,6 +248,13 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpTpStrategy::Setup(LightningModu
     if (member->sizes().empty()) {
       return absl::InvalidArgumentError(absl::StrCat("fsdp_tp shards dim 0: the mesh member '", key, "' has no dims"));
     }
+    for (const MeshPlacement& placement : member->placements()) {
+      if (placement.is_partial()) {
+        return absl::InvalidArgumentError(absl::StrCat("fsdp_tp: the mesh member '", key, "' is laid out ",
+                                                       sharded::mesh::PlacementsString(member->placements()),
+                                                       ": a Partial placement is not a parameter's layout"));
+      }
+    }
     const bool was_held = HeldByFsdpTp(*member);
     if (was_held) {
       if (member->mesh()->group(0).get() != mesh_->group(1).get() ||
@@ -313,7 +330,7 @@ absl::Status WithTensorParallelPieces(torch::nn::Module& module, const std::func
   absl::Status status = gathered;
   if (status.ok()) {
     at::AutoGradMode caller_mode(no_grad_while_gathering.prev_mode);
-    status = fn();
+    status = sharded::NoThrow(fn);  // a throwing fn must not leave the members described as chunks but whole
   }
   for (auto& [variable, chunk] : restore) variable.set_data(chunk);
   return status;

@@ -27,7 +27,10 @@
 // a DP collective), then reduce-scatters the TP pieces' gradients within the
 // DP group (sums: the module's loss is its share of the global mean, FSDP2
 // with gradient divide factor 1), and sets each member back to its chunk with
-// its gradient chunk. Clipping takes the norm over every piece once
+// its gradient chunk. A DP group whose gather or reduce-scatter fails
+// (a dead peer) fails every rank there, agreed over the world, rather than
+// leaving the other groups in their next collective until its timeout.
+// Clipping takes the norm over every piece once
 // (tp::ClipMeshGradNorm). The loss is summed over the DP group. Memory in the
 // step: the whole TP piece of the model (FsdpOptions::per_unit is not
 // supported here yet); between steps 1/(DP*TP) of it, and of AdamW's moments.
@@ -36,7 +39,8 @@
 // any collective): InvalidArgument for a null mesh, one that is not 2-d,
 // whose size is not the world's or that was made for another rank; for a
 // trainable dense parameter or ShardedTensor member, a member not replicated
-// over DP, a 0-dim member or one member reachable under two keys (named);
+// over DP or with a Partial placement, a 0-dim member or one member
+// reachable under two keys (named);
 // for FsdpOptions this strategy does not support (units, per_unit,
 // param_dtype, reduce_dtype and the per-unit hooks: named).
 // FailedPrecondition when the module's parameters are held sharded by an
@@ -78,8 +82,9 @@ class FsdpTpStrategy : public Strategy {
 // Collective over the world of the members' mesh: runs `fn` with every mesh
 // member of `module` that fsdp_tp holds chunked (between steps) set to its
 // whole TP piece -- for evaluation or export after a Fit -- then sets each
-// back to its chunk. Members of other layouts are left alone. The gathers'
-// error (Unavailable, naming the member) before `fn` runs; else fn's.
+// back to its chunk, also when `fn` fails or throws. Members of other
+// layouts are left alone. The gathers' error (Unavailable, naming the
+// member) before `fn` runs; else fn's (a thrown exception as Internal).
 absl::Status WithTensorParallelPieces(torch::nn::Module& module, const std::function<absl::Status()>& fn);
 
 }  // namespace shardlight::lightning

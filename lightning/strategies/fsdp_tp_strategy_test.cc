@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <stdexcept>
 #include <tuple>
 #include <memory>
 #include <string>
@@ -27,6 +28,7 @@
 #include "lightning/strategies/tp_test_model.h"
 #include "lightning/trainer.h"
 #include "sharded/mesh/device_mesh.h"
+#include "sharded/status_macros.h"
 #include "simulate/core/simulated_cluster.h"
 
 namespace shardlight::lightning {
@@ -59,12 +61,16 @@ struct Job {
   int fail_dp = -1;
   bool dense = false;
   bool second_fit = false;  // then Fit the same module again (a fresh Trainer, the same steps)
+  int64_t accumulate = 1;   // TrainerOptions::accumulate_grad_batches
+  bool validate = false;    // validation every 2 steps (1 batch)
+  bool predict = false;     // then rank 0's prediction of TinyData's step-9 batch (fsdp_tp: on the gathered pieces)
 };
 
 struct Outcome {
   std::vector<absl::StatusOr<FitResult>> ranks;
   std::vector<FitResult> second;  // each rank's second Fit
   at::Tensor fc_grad;             // rank 0's fc weight gradient after the last step (reduced, clipped)
+  at::Tensor prediction;          // rank 0's, with Job::predict
   int64_t held_numel = 0;         // every rank's members' elements between steps, summed
 };
 
@@ -91,9 +97,27 @@ Outcome Train(const Job& run) {
     o.gradient_clip_norm = 0.5;  // below the norms: every step clips
     o.checkpoint_dir = run.checkpoint_dir;
     o.strategy = run.strategy(mesh);
-    out.ranks[ctx.rank] = Trainer(o).Fit(model, TinyData(), ctx.pg);
+    o.accumulate_grad_batches = run.accumulate;
+    if (run.validate) {
+      o.val_check_interval = 2;
+      o.limit_val_batches = 1;
+      out.ranks[ctx.rank] = Trainer(o).Fit(model, TinyData(), TinyData(), ctx.pg);
+    } else {
+      out.ranks[ctx.rank] = Trainer(o).Fit(model, TinyData(), ctx.pg);
+    }
     if (!out.ranks[ctx.rank].ok()) return absl::OkStatus();
     if (ctx.rank == 0) out.fc_grad = model.fc_grad().clone();
+    if (run.predict) {
+      const at::Tensor x = TinyData().GetBatch(9)[0];
+      at::Tensor prediction;
+      const auto predict = [&]() -> absl::Status {
+        at::NoGradGuard no_grad;
+        prediction = model.Predict(x);
+        return absl::OkStatus();
+      };
+      SL_RETURN_IF_ERROR(o.strategy->name() == "fsdp_tp" ? WithTensorParallelPieces(model, predict) : predict());
+      if (ctx.rank == 0) out.prediction = prediction;
+    }
     for (auto& [key, m] : MeshMembers(model, "")) held[ctx.rank] += m->local().numel();
     if (run.second_fit) {
       absl::StatusOr<FitResult> second = Trainer(o).Fit(model, TinyData(), ctx.pg);
@@ -201,6 +225,70 @@ TEST(FsdpTpStrategyTest, ASecondFitKeepsTheLayout) {
       EXPECT_NEAR(twice.second[r].losses[s], want.second[0].losses[s], 1e-12 * want.second[0].losses[s]) << r;
     }
   }
+}
+
+// Gradient accumulation and validation (the strategy's BeforeStep and
+// ReduceGradients around ValidationStep) train as under model_parallel.
+TEST(FsdpTpStrategyTest, AccumulationAndValidationTrainAsModelParallel) {
+  for (const int64_t accumulate : {int64_t{1}, int64_t{2}}) {
+    Job mp{{2, 2}, kModelParallel, 4};
+    mp.accumulate = accumulate;
+    mp.validate = true;
+    Job fsdp_tp = mp;
+    fsdp_tp.strategy = kFsdpTp;
+    const Outcome want = Train(mp);
+    const Outcome got = Train(fsdp_tp);
+    ASSERT_TRUE(want.ranks[0].ok()) << want.ranks[0].status();
+    ExpectLosses(got, want.ranks[0]->losses, absl::StrCat("accumulate ", accumulate));
+    for (size_t r = 0; r < got.ranks.size(); ++r) {
+      ASSERT_EQ(got.ranks[r]->validations.size(), 2u) << r;
+      for (size_t v = 0; v < 2; ++v) {
+        const double w = want.ranks[0]->validations[v].second.at("val_loss");
+        EXPECT_NEAR(got.ranks[r]->validations[v].second.at("val_loss"), w, 1e-12 * w) << r << " validation " << v;
+      }
+    }
+  }
+}
+
+// After a Fit, WithTensorParallelPieces runs on the gathered TP slices (the
+// prediction is model_parallel's) and leaves each member its chunk, also when
+// the function throws.
+TEST(FsdpTpStrategyTest, WithTensorParallelPiecesGathersAndRestoresTheChunks) {
+  Job mp{{2, 2}, kModelParallel, 3};
+  mp.predict = true;
+  Job fsdp_tp = mp;
+  fsdp_tp.strategy = kFsdpTp;
+  const Outcome want = Train(mp);
+  const Outcome got = Train(fsdp_tp);
+  ASSERT_TRUE(got.ranks[0].ok()) << got.ranks[0].status();
+  ASSERT_TRUE(want.prediction.defined() && got.prediction.defined());
+  EXPECT_TRUE(at::allclose(got.prediction, want.prediction, 1e-12, 1e-14)) << got.prediction << " vs " << want.prediction;
+
+  SimulatedCluster cluster(4);
+  const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
+    SL_ASSIGN_OR_RETURN(sharded::mesh::MeshPtr mesh, sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), {2, 2}, "t"));
+    TinyTp model(-1, -1, false, at::kDouble);
+    TrainerOptions o;
+    o.max_steps = 1;
+    o.strategy = std::make_shared<FsdpTpStrategy>(mesh);
+    SL_RETURN_IF_ERROR(Trainer(o).Fit(model, TinyData(), ctx.pg).status());
+    const auto fc_rows = [&]() -> int64_t {
+      for (const auto& [key, member] : MeshMembers(model, "")) {
+        if (key == "fc.weight") return member->local().size(0);
+      }
+      return -1;
+    };
+    const int64_t chunk = fc_rows();  // fc's TP slice of 3 rows, chunked 2, 1 over DP
+    EXPECT_EQ(chunk, mesh->coords()[0] == 0 ? 2 : 1) << ctx.rank;
+    const absl::Status thrown = WithTensorParallelPieces(model, [&]() -> absl::Status {
+      EXPECT_EQ(fc_rows(), 3) << ctx.rank;
+      throw std::runtime_error("evaluation broke");
+    });
+    EXPECT_THAT(std::string(thrown.message()), HasSubstr("evaluation broke")) << ctx.rank;
+    EXPECT_EQ(fc_rows(), chunk) << ctx.rank;
+    return absl::OkStatus();
+  });
+  EXPECT_TRUE(status.ok()) << status;
 }
 
 TEST(FsdpTpStrategyTest, AFailedStepFailsEveryRankNamingIt) {

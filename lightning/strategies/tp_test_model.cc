@@ -40,6 +40,12 @@ absl::StatusOr<at::Tensor> TinyTp::TrainingStep(const Batch& batch, const StepCo
   return (Predict(batch[0]) - y).pow(2).sum() / static_cast<double>(kBatch);
 }
 
+absl::StatusOr<ValidationLog> TinyTp::ValidationStep(const Batch& batch, const StepContext& ctx) {
+  const auto [first, count] = sharded::ChunkRanges(kBatch, tp_.mesh->size(0))[tp_.mesh->coords()[0]];
+  const at::Tensor y = batch[1].narrow(0, first, count).to(dtype_);
+  return ValidationLog{{"val_loss", (Predict(batch[0]) - y).pow(2).sum() / static_cast<double>(kBatch)}};
+}
+
 absl::StatusOr<std::unique_ptr<Optimizer>> TinyTp::ConfigureOptimizers() {
   SL_ASSIGN_OR_RETURN(auto adam,
                       tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this), {0.05, 0.9, 0.99, 1e-8, 0.01}));

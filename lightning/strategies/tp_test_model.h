@@ -29,6 +29,8 @@ class TinyTp : public LightningModule {
   explicit TinyTp(int fail_dp = -1, int64_t fail_step = -1, bool dense = false, c10::ScalarType dtype = at::kFloat);
   absl::Status ConfigureShardedModel(const ShardedContext& ctx) override;
   absl::StatusOr<at::Tensor> TrainingStep(const Batch& batch, const StepContext& ctx) override;
+  // "val_loss": the step's loss on the batch.
+  absl::StatusOr<ValidationLog> ValidationStep(const Batch& batch, const StepContext& ctx) override;
   absl::StatusOr<std::unique_ptr<Optimizer>> ConfigureOptimizers() override;
   // fc's weight gradient on this rank (its local piece's).
   at::Tensor fc_grad() const;
