@@ -66,6 +66,15 @@ class FsdpTpRun : public StrategyRun {
     }
     const PhaseTimes::Scope timed(times_, Phase::kAllGather);
     const std::string op = absl::StrCat("fsdp_tp all-gather at step ", step);
+    {
+      // A member's gradient between steps is its chunk's (what the optimizer
+      // stepped): not the TP piece's this step accumulates and reduces (a
+      // validation comes after the optimizer step, without a ZeroGrad).
+      at::NoGradGuard no_grad;
+      for (Bucket& b : buckets_) {
+        for (FlatParam& p : b.params) p.param.mutable_grad() = at::Tensor();
+      }
+    }
     absl::Status gathered = absl::OkStatus();
     for (Bucket& b : buckets_) {
       absl::StatusOr<GatherWork> w = fsdp_internal::IssueGather(dp(), b, false, op);

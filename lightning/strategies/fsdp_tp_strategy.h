@@ -19,7 +19,8 @@
 // checkpoint views, keys unchanged) holds each chunk once: it resumes under
 // model_parallel, fsdp, ddp or fsdp_tp on any mesh, and theirs here.
 //
-// A step. BeforeStep all-gathers every member's chunks within its DP group
+// A step. BeforeStep drops each member's gradient (its chunk's, which the
+// optimizer stepped), all-gathers every member's chunks within its DP group
 // (one collective per dtype, each rank's chunk padded to the largest) and
 // sets each member's local() to its TP piece; the forward and backward are
 // the module's tensor-parallel ones. ReduceGradients agrees the step's

@@ -241,6 +241,7 @@ TEST(FsdpTpStrategyTest, AccumulationAndValidationTrainAsModelParallel) {
     ASSERT_TRUE(want.ranks[0].ok()) << want.ranks[0].status();
     ExpectLosses(got, want.ranks[0]->losses, absl::StrCat("accumulate ", accumulate));
     for (size_t r = 0; r < got.ranks.size(); ++r) {
+      ASSERT_TRUE(got.ranks[r].ok()) << got.ranks[r].status();
       ASSERT_EQ(got.ranks[r]->validations.size(), 2u) << r;
       for (size_t v = 0; v < 2; ++v) {
         const double w = want.ranks[0]->validations[v].second.at("val_loss");
