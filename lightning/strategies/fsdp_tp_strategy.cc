@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "lightning/phase_times.h"
 #include "lightning/strategies/fsdp_buckets.h"
+#include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/strategies/reduce_scatter.h"
 #include "lightning/tp/mesh_gradients.h"
 #include "lightning/tp/mesh_optimizer.h"
@@ -230,19 +231,7 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpTpStrategy::Setup(LightningModu
                                                                   const ShardedContext& ctx) const {
   SL_RETURN_IF_ERROR(CheckMesh(mesh_, ctx));
   SL_RETURN_IF_ERROR(CheckOptions(options_));
-  if (!module.sharded_parameters().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        module.name(), "'s parameters are held sharded by an earlier fsdp Fit (e.g. \"",
-        module.sharded_parameters().front().first, "\"); fit it with FsdpStrategy, or resume a fresh module"));
-  }
-  const Trainables trainables = TrainablesOf(module);
-  if (!trainables.dense.empty() || !trainables.sharded.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "fsdp_tp trains mesh members only (the layers of //lightning/tp); ", module.name(), " has the ",
-        trainables.dense.empty() ? "sharded member" : "dense parameter", " '",
-        trainables.dense.empty() ? trainables.sharded.front().key : trainables.dense.front().key,
-        "': make it a mesh member (tp::MakeParameter, replicated when it is not split)"));
-  }
+  SL_RETURN_IF_ERROR(CheckMeshMembersOnly(module, name()));
   SL_ASSIGN_OR_RETURN(const MeshPtr layout, mesh_->Permuted({1, 0}));
   const c10::intrusive_ptr<c10d::ProcessGroup>& dp = mesh_->group(0);
   tp::MeshParams params = tp::TrainableMeshMembers(module);

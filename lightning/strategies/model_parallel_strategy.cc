@@ -66,6 +66,23 @@ class ModelParallelRun : public StrategyRun {
 
 }  // namespace
 
+absl::Status CheckMeshMembersOnly(LightningModule& module, const std::string& strategy) {
+  if (!module.sharded_parameters().empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        module.name(), "'s parameters are held sharded by an earlier fsdp Fit (e.g. \"",
+        module.sharded_parameters().front().first, "\"); fit it with FsdpStrategy, or resume a fresh module"));
+  }
+  const Trainables trainables = TrainablesOf(module);
+  if (!trainables.dense.empty() || !trainables.sharded.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        strategy, " trains mesh members only (the layers of //lightning/tp); ", module.name(), " has the ",
+        trainables.dense.empty() ? "sharded member" : "dense parameter", " '",
+        trainables.dense.empty() ? trainables.sharded.front().key : trainables.dense.front().key,
+        "': make it a mesh member (tp::MakeParameter, replicated when it is not split)"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<StrategyRun>> ModelParallelStrategy::Setup(LightningModule& module,
                                                                           const ShardedContext& ctx) const {
   if (mesh_ == nullptr) {
@@ -81,19 +98,7 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> ModelParallelStrategy::Setup(Lightn
     return absl::InvalidArgumentError(absl::StrCat("model_parallel: the mesh ", absl::StrJoin(shape, "x"), " has ",
                                                    shape[0] * shape[1], " ranks, the world ", ctx.world_size));
   }
-  if (!module.sharded_parameters().empty()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        module.name(), "'s parameters are held sharded by an earlier fsdp Fit (e.g. \"",
-        module.sharded_parameters().front().first, "\"); fit it with FsdpStrategy, or resume a fresh module"));
-  }
-  const Trainables trainables = TrainablesOf(module);
-  if (!trainables.dense.empty() || !trainables.sharded.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model_parallel trains mesh members only (the layers of //lightning/tp); ", module.name(), " has the ",
-        trainables.dense.empty() ? "sharded member" : "dense parameter", " '",
-        trainables.dense.empty() ? trainables.sharded.front().key : trainables.dense.front().key,
-        "': make it a mesh member (tp::MakeParameter, replicated when it is not split)"));
-  }
+  SL_RETURN_IF_ERROR(CheckMeshMembersOnly(module, name()));
   SL_ASSIGN_OR_RETURN(tp::TpMesh tpm, tp::TpMesh::Of(mesh_, 1));
   return std::unique_ptr<StrategyRun>(new ModelParallelRun(ctx.pg, std::move(tpm), tp::TrainableMeshMembers(module),
                                                          on_reduced_));

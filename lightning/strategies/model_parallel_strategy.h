@@ -55,6 +55,13 @@ class ModelParallelStrategy : public Strategy {
   ReducedHook on_reduced_;
 };
 
+// Local: what the strategies that lay a module out on a DP x TP mesh
+// (model_parallel, fsdp_tp) require of it in Setup. FailedPrecondition when
+// its parameters are held sharded by an earlier fsdp Fit; InvalidArgument
+// naming a trainable dense parameter or ShardedTensor member (every
+// trainable must be a mesh member). `strategy` names the caller.
+absl::Status CheckMeshMembersOnly(LightningModule& module, const std::string& strategy);
+
 }  // namespace shardlight::lightning
 
 #endif  // SHARDLIGHT_LIGHTNING_STRATEGIES_MODEL_PARALLEL_STRATEGY_H_
