@@ -136,13 +136,7 @@ class FsdpTpRun : public StrategyRun {
     return norm;
   }
 
-  void ClipGradientValues(const Trainables&, double clip_value) override {
-    at::NoGradGuard no_grad;
-    for (const auto& [key, member] : params_) {
-      at::Tensor local = member->local();
-      if (local.grad().defined()) local.mutable_grad().clamp_(-clip_value, clip_value);
-    }
-  }
+  void ClipGradientValues(const Trainables&, double clip_value) override { tp::ClampGradValues(params_, clip_value); }
 
   void UsePhaseTimes(PhaseTimes* times) override { times_ = times; }
 

@@ -46,13 +46,7 @@ class ModelParallelRun : public StrategyRun {
     return norm;
   }
 
-  void ClipGradientValues(const Trainables&, double clip_value) override {
-    at::NoGradGuard no_grad;
-    for (const auto& [key, member] : params_) {
-      at::Tensor local = member->local();
-      if (local.grad().defined()) local.mutable_grad().clamp_(-clip_value, clip_value);
-    }
-  }
+  void ClipGradientValues(const Trainables&, double clip_value) override { tp::ClampGradValues(params_, clip_value); }
 
  private:
   c10d::ProcessGroup& dp_group() { return *tp_.mesh->group(0); }

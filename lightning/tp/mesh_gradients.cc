@@ -110,6 +110,14 @@ absl::StatusOr<double> MeshGradNorm(const MeshParams& params) {
   return std::sqrt(sum.item<double>());
 }
 
+void ClampGradValues(const MeshParams& params, double clip_value) {
+  at::NoGradGuard no_grad;
+  for (const auto& [key, p] : params) {
+    at::Tensor local = p->local();
+    if (local.grad().defined()) local.mutable_grad().clamp_(-clip_value, clip_value);
+  }
+}
+
 absl::StatusOr<double> ClipMeshGradNorm(const MeshParams& params, double max_norm) {
   SL_RETURN_IF_ERROR(CheckMaxNorm(max_norm));
   SL_ASSIGN_OR_RETURN(const double norm, MeshGradNorm(params));

@@ -48,6 +48,10 @@ absl::StatusOr<double> ClipGradNorm(const TpMesh& tp, const MeshParams& params, 
 // same layout, so every rank returns it); Unavailable when the allreduce fails.
 absl::StatusOr<double> MeshGradNorm(const MeshParams& params);
 
+// Local: every member's gradient clamped to [-clip_value, clip_value]
+// (members without a gradient are skipped).
+void ClampGradValues(const MeshParams& params, double clip_value);
+
 // Collective: ClipGradNorm with MeshGradNorm's norm.
 absl::StatusOr<double> ClipMeshGradNorm(const MeshParams& params, double max_norm);
 
