@@ -16,11 +16,11 @@ void FreeStorage(const at::Tensor& t) {
   s->set_nbytes(0);
 }
 
-void AllocateStorage(const at::Tensor& t) {
+void AllocateStorage(const at::Tensor& t, BufferPool* pool) {
   c10::StorageImpl* s = t.storage().unsafeGetStorageImpl();
   const size_t bytes = static_cast<size_t>(t.numel()) * t.element_size();
   if (s->nbytes() == bytes) return;
-  s->set_data_ptr_noswap(s->allocator()->allocate(bytes));
+  s->set_data_ptr_noswap(pool != nullptr && t.is_cpu() ? pool->Take(bytes) : s->allocator()->allocate(bytes));
   s->set_nbytes(bytes);
 }
 
@@ -30,7 +30,8 @@ const at::Tensor& LocalShard(const FlatParam& p) { return p.shard->local_shards(
 
 absl::StatusOr<GatherWork> IssueGather(c10d::ProcessGroup& pg, const Bucket& b, bool flag, const std::string& op) {
   at::NoGradGuard no_grad;
-  at::Tensor mine = at::zeros({b.slot_numel + 1}, at::TensorOptions().dtype(b.compute_dtype));
+  const at::TensorOptions options = LocalShard(b.params.front()).options().dtype(b.compute_dtype).requires_grad(false);
+  at::Tensor mine = EmptyFrom(b.pool.get(), {b.slot_numel + 1}, options).zero_();
   if (!flag) {
     for (const FlatParam& p : b.params) {
       const at::Tensor& shard = LocalShard(p);
@@ -45,7 +46,9 @@ absl::StatusOr<GatherWork> IssueGather(c10d::ProcessGroup& pg, const Bucket& b, 
     w.output = {mine};
     return w;
   }
-  for (int r = 0; r < pg.getSize(); ++r) w.output.push_back(at::empty_like(mine));
+  // Every rank's slot in one buffer (one pooled block, not W).
+  const at::Tensor gathered = EmptyFrom(b.pool.get(), {pg.getSize() * mine.numel()}, options);
+  for (int r = 0; r < pg.getSize(); ++r) w.output.push_back(gathered.narrow(0, r * mine.numel(), mine.numel()));
   // A cast bucket travels as its bytes: views that own nothing (w keeps the tensors).
   const bool as_bytes = b.compute_dtype != b.dtype;
   const absl::Status issued = sharded::NoThrow([&]() -> absl::Status {
@@ -75,9 +78,9 @@ absl::StatusOr<bool> FinishGather(c10d::ProcessGroup& pg, Bucket& b, GatherWork&
   }
   for (FlatParam& p : b.params) {
     if (!p.full.defined()) {
-      p.full = at::empty(p.sizes, LocalShard(p).options().dtype(b.compute_dtype).requires_grad(false));
+      p.full = EmptyFrom(b.pool.get(), p.sizes, LocalShard(p).options().dtype(b.compute_dtype).requires_grad(false));
     } else {
-      AllocateStorage(p.full);
+      AllocateStorage(p.full, b.pool.get());
     }
     for (size_t r = 0; r < w.output.size(); ++r) {
       const auto [first, rows] = p.rows[r];
@@ -98,7 +101,8 @@ absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, 
   const int w = pg.getSize();
   // Every rank's slot end to end in one buffer (what the flat reduce-scatter takes).
   const int64_t slot_numel = b.slot_numel + 1;
-  at::Tensor flat = at::zeros({w * slot_numel}, at::TensorOptions().dtype(b.reduce_dtype));
+  at::Tensor flat =
+      EmptyFrom(b.pool.get(), {w * slot_numel}, LocalShard(b.params.front()).options().dtype(b.reduce_dtype)).zero_();
   for (int r = 0; r < w; ++r) {
     at::Tensor slot = flat.narrow(0, r * slot_numel, slot_numel);
     for (const FlatParam& p : b.params) {

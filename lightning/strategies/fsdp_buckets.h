@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "lightning/strategies/fsdp_buffer_pool.h"
 #include "lightning/strategies/reduce_scatter.h"
 #include "sharded/sharded_tensor.h"
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
@@ -52,13 +53,16 @@ struct Bucket {
   // Both `dtype` without a policy.
   c10::ScalarType compute_dtype;
   c10::ScalarType reduce_dtype;
+  // Where the bucket's transient CPU buffers come from (fsdp_buffer_pool.h):
+  // one pool for a run's buckets. Null: at::empty.
+  std::shared_ptr<BufferPool> pool;
 };
 
 const at::Tensor& LocalShard(const FlatParam& p);
 
 // An all-gather in flight.
 struct GatherWork {
-  std::vector<at::Tensor> output;  // every rank's slot, in the bucket's compute dtype
+  std::vector<at::Tensor> output;  // every rank's slot, in the bucket's compute dtype (views of one buffer)
   c10::intrusive_ptr<c10d::Work> work;  // null on one rank
   at::Tensor input;  // this rank's slot (its dtype: what the elements travel as)
   int64_t bytes = 0;  // what this rank receives
@@ -91,7 +95,7 @@ absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, 
 absl::Status ReplicateFlag(c10d::ProcessGroup& replicate, const Bucket& b, const std::string& op);
 
 // Every parameter of `b` back to its shard, without its full gradient; the
-// full storage freed.
+// full storage freed (back to the bucket's pool).
 void ReshardBucket(Bucket& b);
 
 // Bytes of full parameter storage `b` holds now.

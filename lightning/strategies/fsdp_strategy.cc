@@ -611,6 +611,10 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
                                                       module.sharded_parameters().size(),
                                                       " parameters; this plan shards ", planned));
   }
+  if (options_.buffer_pool) {
+    auto pool = std::make_shared<fsdp_internal::BufferPool>();
+    for (Bucket& b : buckets) b.pool = pool;
+  }
   auto run = std::make_unique<FsdpRun>(ctx.pg, groups.shard, hybrid_ ? hsdp_mesh_ : nullptr, options_,
                                        std::move(buckets), std::move(units));
   run->Reshard();  // between steps each parameter is its shard

@@ -153,6 +153,11 @@ struct FsdpOptions {
   // Per-unit: issue the next unit's all-gather (forward order, then backward
   // order) before the current unit computes.
   bool prefetch = true;
+  // Take the transient CPU buffers (gathered slots and full parameters, the
+  // flat gradients) from one pool of mapped blocks reused across units and
+  // steps (fsdp_buffer_pool.h; no heap fragmentation); false: LibTorch's
+  // allocator (malloc), as before. Parameters on a GPU never use the pool.
+  bool buffer_pool = true;
   // Per-unit, for tests and memory tools: called on entering each unit's
   // forward, once its parameters are gathered, with the unit's name and the
   // bytes of full (unsharded) parameter storage this rank holds then.

@@ -368,6 +368,33 @@ TEST(FsdpStrategyTest, PerUnitGatheringEqualsWholeModelAndDdp) {
   }
 }
 
+// The buffer pool (FsdpOptions::buffer_pool, on by default) only changes
+// where the transient buffers live: per-unit and whole-model fsdp compute
+// bit-equal losses and parameters with it and without it, at world sizes with
+// uneven and empty chunks, over steps that reuse its blocks.
+TEST(FsdpStrategyTest, BufferPoolChangesNoValue) {
+  MlpOptions model;
+  model.dtype = at::kFloat;
+  for (int w : {1, 3, 4}) {
+    for (bool per_unit : {true, false}) {
+      std::vector<Outcome> runs;
+      for (bool pool : {true, false}) {
+        FsdpOptions options{{"blocks.0", "blocks.1"}};
+        options.per_unit = per_unit;
+        options.buffer_pool = pool;
+        auto strategy = std::make_shared<FsdpStrategy>(options);
+        SimulatedCluster cluster(w);
+        auto got = cluster.Run([&](RankContext& ctx) { return Train(ctx, strategy, 5, "", model, 0, 2); });
+        ASSERT_TRUE(got.ok()) << "W=" << w << " pool " << pool << ": " << got.status();
+        runs.push_back((*got)[0]);
+      }
+      const std::string what = absl::StrCat("W=", w, " per_unit ", per_unit);
+      EXPECT_EQ(runs[0].losses, runs[1].losses) << what;
+      for (const auto& [key, value] : runs[1].state) EXPECT_TRUE(at::equal(runs[0].state.at(key), value)) << what << " " << key;
+    }
+  }
+}
+
 // Inside the forward a rank holds the root (head) and the unit it computes
 // -- not the whole model: at each unit's entry the full parameter storage
 // alive is counted (FsdpOptions::on_unit_forward). Without resharding after

@@ -297,7 +297,11 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpTpStrategy::Setup(LightningModu
     b.params.push_back(std::move(p));
   }
   std::vector<Bucket> buckets;
-  for (auto& [dtype, b] : by_dtype) buckets.push_back(std::move(b));
+  const auto pool = options_.buffer_pool ? std::make_shared<fsdp_internal::BufferPool>() : nullptr;
+  for (auto& [dtype, b] : by_dtype) {
+    b.pool = pool;
+    buckets.push_back(std::move(b));
+  }
   auto run = std::make_unique<FsdpTpRun>(ctx.pg, mesh_, options_, std::move(chunks), std::move(buckets),
                                          std::move(params));
   run->Reshard();  // between steps each member is its chunk

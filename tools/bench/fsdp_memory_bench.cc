@@ -55,6 +55,8 @@ ABSL_FLAG(int, units, 8, "units in the stack");
 ABSL_FLAG(int64_t, batch, 8, "rows per step over all ranks");
 ABSL_FLAG(int, steps, 3, "training steps");
 ABSL_FLAG(bool, prefetch, true, "fsdp: prefetch the next unit's all-gather");
+ABSL_FLAG(bool, buffer_pool, true,
+          "fsdp: transient buffers from a pool of mapped blocks (FsdpOptions::buffer_pool); false: malloc");
 ABSL_FLAG(std::string, model, "stack", "stack (Linear units) or gpt (simulate::GptModel)");
 ABSL_FLAG(int64_t, gpt_dim, 1024, "--model=gpt: width (MLP hidden: 4x)");
 ABSL_FLAG(int64_t, gpt_layers, 12, "--model=gpt: blocks (one fsdp unit each)");
@@ -181,6 +183,7 @@ absl::StatusOr<std::vector<double>> Train(c10::intrusive_ptr<c10d::ProcessGroup>
     run.steps = absl::GetFlag(FLAGS_steps);
     run.strategy = absl::GetFlag(FLAGS_strategy);
     run.prefetch = absl::GetFlag(FLAGS_prefetch);
+    run.buffer_pool = absl::GetFlag(FLAGS_buffer_pool);
     run.on_step = std::move(on_step);
     return tools::bench::TrainGptMemory(run, std::move(pg));
   }
@@ -195,6 +198,7 @@ absl::StatusOr<std::vector<double>> Train(c10::intrusive_ptr<c10d::ProcessGroup>
     fsdp.units = module.UnitNames();
     fsdp.per_unit = strategy == "fsdp";
     fsdp.prefetch = absl::GetFlag(FLAGS_prefetch);
+    fsdp.buffer_pool = absl::GetFlag(FLAGS_buffer_pool);
     options.strategy = std::make_shared<lightning::FsdpStrategy>(fsdp);
   } else if (strategy != "ddp") {
     return absl::InvalidArgumentError(absl::StrCat("--strategy=", strategy, ": want fsdp, fsdp_whole or ddp"));

@@ -65,6 +65,7 @@ absl::StatusOr<std::vector<double>> TrainGptMemory(const GptMemoryRun& run,
     fsdp.units = simulate::GptModel::FsdpUnits(run.model);
     fsdp.per_unit = run.strategy == "fsdp";
     fsdp.prefetch = run.prefetch;
+    fsdp.buffer_pool = run.buffer_pool;
     options.strategy = std::make_shared<lightning::FsdpStrategy>(fsdp);
   } else if (run.strategy != "ddp") {
     return absl::InvalidArgumentError(absl::StrCat("--strategy=", run.strategy, ": want fsdp, fsdp_whole or ddp"));

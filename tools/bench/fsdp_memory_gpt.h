@@ -27,6 +27,7 @@ struct GptMemoryRun {
   int steps = 3;
   std::string strategy = "fsdp";  // fsdp (per-unit), fsdp_whole or ddp
   bool prefetch = true;
+  bool buffer_pool = true;  // FsdpOptions::buffer_pool
   // Called on each rank after each optimizer step (e.g. to read its RSS).
   std::function<void(int64_t step)> on_step;
 };
