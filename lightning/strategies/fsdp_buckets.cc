@@ -151,6 +151,13 @@ void ReshardBucket(Bucket& b) {
   }
 }
 
+void ReshardAll(std::vector<Bucket>& buckets) {
+  for (Bucket& b : buckets) ReshardBucket(b);
+  for (Bucket& b : buckets) {
+    if (b.pool != nullptr) b.pool->ReleaseFree();  // one pool for all: the later calls find nothing free
+  }
+}
+
 int64_t FullBytes(const Bucket& b) {
   int64_t bytes = 0;
   for (const FlatParam& p : b.params) {

@@ -98,6 +98,10 @@ absl::Status ReplicateFlag(c10d::ProcessGroup& replicate, const Bucket& b, const
 // full storage freed (back to the bucket's pool).
 void ReshardBucket(Bucket& b);
 
+// ReshardBucket of each, then the free blocks of their pools unmapped: the
+// end of a step (or of a failed one), after which nothing transient is held.
+void ReshardAll(std::vector<Bucket>& buckets);
+
 // Bytes of full parameter storage `b` holds now.
 int64_t FullBytes(const Bucket& b);
 

@@ -58,10 +58,17 @@ void GiveBack(void* ctx) {
 BufferPool::BufferPool() : state_(std::make_shared<State>()) {}
 
 BufferPool::~BufferPool() {
-  std::vector<std::pair<size_t, void*>> unmap;
   {
     std::lock_guard<std::mutex> lock(state_->mu);
     state_->open = false;
+  }
+  ReleaseFree();
+}
+
+void BufferPool::ReleaseFree() {
+  std::vector<std::pair<size_t, void*>> unmap;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
     unmap.assign(state_->free.begin(), state_->free.end());
     state_->free.clear();
     state_->mapped -= state_->free_bytes;

@@ -6,9 +6,11 @@
 // freed (measured: 1.12-1.24x PyTorch FSDP2's peak RSS at W=4, all of it heap
 // kept, none live). A BufferPool maps its blocks itself (anonymous mmap,
 // outside malloc's heap and threshold) and reuses a freed block for the next
-// request of its size: after the first step no buffer is mapped again, and
-// what it holds is at most the largest set of buffers live at once. Its
-// blocks are unmapped when the pool and every tensor using them are gone.
+// request of its size: inside a step each size is mapped once, whichever
+// unit asks, and what the pool holds is at most the largest set of buffers
+// live at once; ReleaseFree (FSDP calls it when a step's gradients are
+// reduced) gives the free blocks back to the system. Its blocks are unmapped
+// when the pool and every tensor using them are gone.
 // Thread-safe (a storage may be released on any thread).
 #ifndef SHARDLIGHT_LIGHTNING_STRATEGIES_FSDP_BUFFER_POOL_H_
 #define SHARDLIGHT_LIGHTNING_STRATEGIES_FSDP_BUFFER_POOL_H_
@@ -36,6 +38,10 @@ class BufferPool {
 
   // A contiguous CPU tensor of `sizes` and `dtype` on a pooled block (uninitialised).
   at::Tensor Empty(at::IntArrayRef sizes, c10::ScalarType dtype);
+
+  // Unmaps the free blocks (FSDP: at the end of each step, so that between
+  // steps a rank holds no transient buffer; the next step maps its set once).
+  void ReleaseFree();
 
   // Bytes of the blocks mapped now: in use and free.
   int64_t mapped_bytes() const;

@@ -51,6 +51,20 @@ TEST(BufferPoolTest, RepeatedRoundsMapOnlyTheLargestLiveSet) {
   EXPECT_EQ(after_first, 2 * rounded(int64_t{12} << 20) + rounded(int64_t{1} << 20) + rounded(12345 * 4));
 }
 
+TEST(BufferPoolTest, ReleaseFreeUnmapsOnlyTheFreeBlocks) {
+  BufferPool pool;
+  at::Tensor kept = pool.Empty({1 << 12}, at::kFloat);
+  pool.Empty({1 << 13}, at::kFloat);  // released at once: free
+  EXPECT_EQ(pool.free_bytes(), (1 << 13) * 4);
+  pool.ReleaseFree();
+  EXPECT_EQ(pool.free_bytes(), 0);
+  EXPECT_EQ(pool.mapped_bytes(), (1 << 12) * 4);
+  kept.fill_(1);  // still mapped
+  EXPECT_EQ(kept.sum().item<double>(), 1 << 12);
+  kept = at::Tensor();
+  EXPECT_EQ(pool.free_bytes(), (1 << 12) * 4);  // back in the pool
+}
+
 TEST(BufferPoolTest, TensorsAreContiguousWritableAndOfTheirDtype) {
   BufferPool pool;
   at::Tensor t = pool.Empty({3, 4, 5}, at::kDouble);

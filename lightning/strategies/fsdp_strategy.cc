@@ -128,10 +128,9 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
     return ClipGradientNorm(trainables, *pg_, max_norm, op);
   }
 
-  // Every parameter back to its shard, without its full gradient.
-  void Reshard() {
-    for (Bucket& b : buckets_) fsdp_internal::ReshardBucket(b);
-  }
+  // Every parameter back to its shard, without its full gradient; the
+  // buffer pool's blocks back to the system (none held between steps).
+  void Reshard() { fsdp_internal::ReshardAll(buckets_); }
 
   // HSDP: the shards (model and optimizer state, on the shard group) as
   // their checkpoint views (hsdp_checkpoint.h).

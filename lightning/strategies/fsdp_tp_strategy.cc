@@ -140,10 +140,8 @@ class FsdpTpRun : public StrategyRun {
 
   void UsePhaseTimes(PhaseTimes* times) override { times_ = times; }
 
-  // Every member back to its chunk, without its full gradient.
-  void Reshard() {
-    for (Bucket& b : buckets_) fsdp_internal::ReshardBucket(b);
-  }
+  // Every member back to its chunk, without its full gradient; no pooled buffer kept.
+  void Reshard() { fsdp_internal::ReshardAll(buckets_); }
 
  private:
   c10d::ProcessGroup& dp() { return *mesh_->group(0); }
