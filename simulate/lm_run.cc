@@ -180,7 +180,11 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
     return std::make_shared<lightning::FsdpStrategy>(fsdp);
   }
   if (o.strategy == "ddp") return std::make_shared<lightning::DdpStrategy>();
-  if (o.strategy == "fsdp_tp") return std::make_shared<lightning::FsdpTpStrategy>(mesh);
+  if (o.strategy == "fsdp_tp") {
+    lightning::FsdpOptions fsdp;
+    fsdp.on_unit_collective = o.fsdp_on_unit_collective;
+    return std::make_shared<lightning::FsdpTpStrategy>(mesh, fsdp);
+  }
   return std::make_shared<lightning::ModelParallelStrategy>(mesh, std::move(hook));
 }
 

@@ -80,7 +80,8 @@ struct LmJobOptions {
   // unsharded parameters on entering its forward). Called on each rank's
   // own thread.
   std::function<void(const std::string& unit, int64_t unsharded_bytes)> fsdp_on_unit_forward;
-  // fsdp with fsdp_per_unit, for fault tools: FsdpOptions::on_unit_collective
+  // fsdp with fsdp_per_unit, or fsdp_tp (its one unit: "model",
+  // FsdpTpStrategy::kUnit), for fault tools: FsdpOptions::on_unit_collective
   // ("all-gather" or "reduce-scatter", the unit, the 0-based step), called
   // as the rank enters that collective (tools/train --die_in kills the
   // process there).

@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <deque>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "lightning/phase_times.h"
 #include "lightning/strategies/fsdp_buckets.h"
 #include "lightning/strategies/model_parallel_strategy.h"
@@ -19,6 +21,7 @@
 #include "lightning/tp/mesh_optimizer.h"
 #include "sharded/agreement.h"
 #include "sharded/no_throw.h"
+#include "sharded/rank_monitor.h"
 #include "sharded/sharding_spec.h"
 #include "sharded/status_macros.h"
 
@@ -53,6 +56,7 @@ class FsdpTpRun : public StrategyRun {
         params_(std::move(params)) {}
 
   absl::Status BeforeStep(int64_t step) override {
+    step_ = step;
     if (!probed_) {
       if (options_.reduce_scatter) {
         // As fsdp: the flat reduce-scatter where the group has it, else the list one, else allreduce.
@@ -76,6 +80,7 @@ class FsdpTpRun : public StrategyRun {
         for (FlatParam& p : b.params) p.param.mutable_grad() = at::Tensor();
       }
     }
+    if (options_.on_unit_collective) options_.on_unit_collective("all-gather", FsdpTpStrategy::kUnit, step);
     absl::Status gathered = absl::OkStatus();
     for (Bucket& b : buckets_) {
       absl::StatusOr<GatherWork> w = fsdp_internal::IssueGather(dp(), b, false, op);
@@ -90,7 +95,7 @@ class FsdpTpRun : public StrategyRun {
       if (!gathered.ok()) break;
     }
     // A DP group's failed gather must not leave the other groups waiting in the forward's TP collectives.
-    gathered = sharded::Agree(*world_, gathered, op);
+    gathered = AgreeOverWorld(gathered, op);
     if (!gathered.ok()) Reshard();
     return gathered;
   }
@@ -101,6 +106,7 @@ class FsdpTpRun : public StrategyRun {
     const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);  // the verdict too, as fsdp's rides its reduction
     absl::Status reduced = sharded::Agree(*world_, local, op);
     if (reduced.ok()) {
+      if (options_.on_unit_collective) options_.on_unit_collective("reduce-scatter", FsdpTpStrategy::kUnit, step_);
       absl::Status dp_reduced = absl::OkStatus();
       for (size_t i = 0; i < buckets_.size() && dp_reduced.ok(); ++i) {
         absl::StatusOr<bool> flagged = fsdp_internal::ReduceBucket(
@@ -111,7 +117,7 @@ class FsdpTpRun : public StrategyRun {
         }
       }
       // As the gather: every DP group learns of another's failed reduction here, not in the clipping's allreduce.
-      reduced = sharded::Agree(*world_, dp_reduced, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
+      reduced = AgreeOverWorld(dp_reduced, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
     }
     Reshard();
     // The optimizer steps the members' own variables: each chunk's gradient moves there.
@@ -146,6 +152,25 @@ class FsdpTpRun : public StrategyRun {
  private:
   c10d::ProcessGroup& dp() { return *mesh_->group(0); }
 
+  // The world's verdict on this rank's DP collective outcome `local` (whose
+  // failure message starts "<op> failed: "). A DP peer of a rank that died
+  // in the collective sees only c10d's words ("Connection closed by peer"):
+  // the DP group has no RankMonitor, and its ranks are not the world's. The
+  // world agreement then fails too, and would report this rank as the one
+  // that failed ("<op> failed on rank R"), the lost rank only in its
+  // parentheses. So when the world's monitor finds a rank gone, this rank's
+  // error names it first, as a world collective's would: "<op> failed: rank
+  // V is gone (...): <c10d's words>".
+  absl::Status AgreeOverWorld(const absl::Status& local, const std::string& op) {
+    const absl::Status agreed = sharded::Agree(*world_, local, op);
+    if (agreed.ok() || !absl::IsUnavailable(local)) return agreed;  // Unavailable: a failed collective
+    const std::shared_ptr<sharded::RankMonitor> monitor = sharded::RankMonitor::Of(*world_);
+    const std::string lost = monitor != nullptr ? monitor->Explain() : "";
+    if (!absl::StrContains(lost, " gone (")) return agreed;  // no rank gone: the agreed verdict stands
+    return absl::UnavailableError(absl::StrCat(op, " failed: ", lost, ": ",
+                                               absl::StripPrefix(local.message(), absl::StrCat(op, " failed: "))));
+  }
+
   c10::intrusive_ptr<c10d::ProcessGroup> world_;
   MeshPtr mesh_;  // (DP, TP)
   FsdpOptions options_;
@@ -153,6 +178,7 @@ class FsdpTpRun : public StrategyRun {
   std::vector<Bucket> buckets_;
   tp::MeshParams params_;
   bool probed_ = false;
+  int64_t step_ = 0;  // BeforeStep's, for on_unit_collective's reduce-scatter
   ReduceScatterPath path_ = ReduceScatterPath::kAllreduce;
   PhaseTimes* times_ = nullptr;  // TrainerOptions::phase_times
 };
@@ -188,7 +214,6 @@ absl::Status CheckOptions(const FsdpOptions& o) {
   if (o.param_dtype) unsupported = "param_dtype";
   if (o.reduce_dtype) unsupported = "reduce_dtype";
   if (o.on_unit_forward) unsupported = "on_unit_forward";
-  if (o.on_unit_collective) unsupported = "on_unit_collective";
   if (unsupported.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "fsdp_tp gathers the whole model for the step in the parameters' own dtype: FsdpOptions::", unsupported,

@@ -43,7 +43,7 @@
 // over DP or with a Partial placement, a 0-dim member or one member
 // reachable under two keys (named);
 // for FsdpOptions this strategy does not support (units, per_unit,
-// param_dtype, reduce_dtype and the per-unit hooks: named).
+// param_dtype, reduce_dtype and on_unit_forward: named).
 // FailedPrecondition when the module's parameters are held sharded by an
 // earlier fsdp Fit. A second Fit on the same mesh keeps the layout the first
 // made. A step failing on any rank fails every rank with that rank's error.
@@ -66,10 +66,17 @@ namespace shardlight::lightning {
 class FsdpTpStrategy : public Strategy {
  public:
   // `mesh`: (DP, TP), this rank's (sharded::mesh::DeviceMesh::Create), so
-  // each rank has its own instance. Of `options`, reduce_scatter and
-  // on_all_gather apply.
+  // each rank has its own instance. Of `options`, reduce_scatter,
+  // on_all_gather and on_unit_collective apply; the last names the unit
+  // kUnit and is called once per step for each of its two collectives: the
+  // all-gather as BeforeStep enters it (a validation's too), the
+  // reduce-scatter as ReduceGradients enters it after an OK verdict.
   explicit FsdpTpStrategy(sharded::mesh::MeshPtr mesh, FsdpOptions options = {})
       : mesh_(std::move(mesh)), options_(std::move(options)) {}
+  // The one FSDP unit fsdp_tp has, as FsdpOptions::on_unit_collective names
+  // it: the whole model, gathered and reduced once per step.
+  static constexpr char kUnit[] = "model";
+
   std::string name() const override { return "fsdp_tp"; }
   sharded::mesh::MeshPtr mesh() const override { return mesh_; }
   absl::StatusOr<std::unique_ptr<StrategyRun>> Setup(LightningModule& module,

@@ -292,6 +292,38 @@ TEST(FsdpTpStrategyTest, WithTensorParallelPiecesGathersAndRestoresTheChunks) {
   EXPECT_TRUE(status.ok()) << status;
 }
 
+// FsdpOptions::on_unit_collective, where fault tools kill a rank
+// (tools/train --die_in): every rank enters the one unit's DP all-gather and
+// then its reduce-scatter once per step, with the step; a step that fails
+// before its reduction (its verdict) reports no reduce-scatter.
+TEST(FsdpTpStrategyTest, UnitCollectiveHookSeesTheModelsGatherAndReduceScatterEachStep) {
+  for (const bool failing : {false, true}) {
+    std::vector<std::vector<std::string>> calls(4);
+    Job run{{2, 2}, nullptr, 3};
+    run.fail_dp = failing ? 1 : -1;  // TinyTp fails DP rank 1's batch at step 2
+    run.strategy = [&calls](sharded::mesh::MeshPtr mesh) {
+      FsdpOptions options;
+      const int rank = mesh->rank();
+      options.on_unit_collective = [&calls, rank](const std::string& collective, const std::string& unit,
+                                                  int64_t step) {
+        calls[rank].push_back(absl::StrCat(collective, " ", unit, " ", step));
+      };
+      return std::make_shared<FsdpTpStrategy>(std::move(mesh), options);
+    };
+    const Outcome outcome = Train(run);
+    std::vector<std::string> want;
+    for (int64_t step = 0; step < 3; ++step) {
+      want.push_back(absl::StrCat("all-gather model ", step));
+      if (failing && step == 2) break;
+      want.push_back(absl::StrCat("reduce-scatter model ", step));
+    }
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(outcome.ranks[r].ok(), !failing) << "rank " << r;
+      EXPECT_EQ(calls[r], want) << "rank " << r << (failing ? " (failing step 2)" : "");
+    }
+  }
+}
+
 TEST(FsdpTpStrategyTest, AFailedStepFailsEveryRankNamingIt) {
   Job run{{2, 2}};
   run.fail_dp = 1;

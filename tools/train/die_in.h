@@ -1,7 +1,9 @@
 // --die_in of //tools/train: a fault that kills this process (SIGKILL, no
 // unwinding, no message to its peers) as it enters one per-unit FSDP
 // collective, so that real-process tests lose a rank exactly inside a unit's
-// all-gather or reduce-scatter (FsdpOptions::on_unit_collective).
+// all-gather or reduce-scatter (FsdpOptions::on_unit_collective). Under
+// fsdp_tp the one unit is the whole model, "model" (FsdpTpStrategy::kUnit):
+// its DP all-gather and reduce-scatter of each step.
 //
 // Text form:
 //   all-gather:rank=R,step=K,unit=U[,n=N]      the N-th (default 1) all-gather

@@ -43,6 +43,10 @@ expect_exit 2 "--die_in names the unit 'block9', not one of block0, block1" \
   --job=lm --mesh=1x1 --strategy=fsdp --die_in=all-gather:rank=0,step=1,unit=block9
 expect_exit 2 "--die_in: 'reduce-scatter:rank=0,step=1,unit=block0,n=2' has n '2'" \
   --job=lm --mesh=1x1 --strategy=fsdp --die_in=reduce-scatter:rank=0,step=1,unit=block0,n=2
+expect_exit 2 "--die_in names the unit 'block0', not one of model" \
+  --job=lm --mesh=1x1 --strategy=fsdp_tp --die_in=all-gather:rank=0,step=1,unit=block0
+expect_exit 2 "--die_in: fsdp_tp gathers its unit 'model' once per step (n=1), not 2 times" \
+  --job=lm --mesh=1x1 --strategy=fsdp_tp --die_in=all-gather:rank=0,step=1,unit=model,n=2
 expect_exit 2 "--save_at saves a plain checkpoint, which --keep_last's checkpoint root cannot hold" \
   --job=lm --mesh=1x1 --save_at=1 --keep_last=2 --checkpoint_dir="$tmp/lm_root"
 

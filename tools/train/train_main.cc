@@ -32,6 +32,7 @@
 #include "lightning/cluster/distributed.h"
 #include "lightning/cluster/environment.h"
 #include "sharded/mesh/device_mesh.h"
+#include "lightning/strategies/fsdp_tp_strategy.h"
 #include "simulate/core/fault_plan.h"
 #include "flags/directory_flag.h"
 #include "flags/strict_flags.h"
@@ -104,9 +105,10 @@ ABSL_FLAG(std::string, param_dtype, "",
 ABSL_FLAG(std::string, reduce_dtype, "",
           "--job=lm --strategy=fsdp: sum the gradients in this dtype (fp32, bf16, ...); empty: --lm_dtype");
 ABSL_FLAG(std::string, die_in, "",
-          "--job=lm --strategy=fsdp (per-unit), a fault for tests: the named rank kills itself (SIGKILL) as it enters "
-          "one unit collective -- all-gather:rank=R,step=K,unit=U[,n=N] (N: 1 the forward's, 2 the backward's) or "
-          "reduce-scatter:rank=R,step=K,unit=U (K from 0, as errors name steps; U: block0, block1, ...)");
+          "--job=lm --strategy=fsdp (per-unit) or fsdp_tp, a fault for tests: the named rank kills itself (SIGKILL) "
+          "as it enters one unit collective -- all-gather:rank=R,step=K,unit=U[,n=N] (N: 1 the forward's, 2 the "
+          "backward's) or reduce-scatter:rank=R,step=K,unit=U (K from 0, as errors name steps; U: block0, block1, "
+          "... under fsdp, model under fsdp_tp, which gathers the whole model once per step)");
 ABSL_FLAG(bool, fsdp_prefetch, true,
           "--job=lm --strategy=fsdp or hsdp (per unit): issue the next unit's all-gather before waiting for the "
           "current one (FsdpOptions::prefetch); false: each all-gather where it is waited for");
@@ -322,8 +324,11 @@ int Main() {
   if (const std::string die_in = absl::GetFlag(FLAGS_die_in); !die_in.empty()) {
     auto die = ParseDieIn(die_in);
     if (!die.ok()) return BadUsage(absl::StrCat("--die_in: ", die.status().message()));
-    if (job != "lm" || lm_job.strategy != "fsdp" || !lm_job.fsdp_per_unit) {
-      return BadUsage("--die_in applies to --job=lm --strategy=fsdp with --fsdp_per_unit (its unit collectives)");
+    const bool fsdp_tp = job == "lm" && lm_job.strategy == "fsdp_tp";
+    if (!fsdp_tp && (job != "lm" || lm_job.strategy != "fsdp" || !lm_job.fsdp_per_unit)) {
+      return BadUsage(
+          "--die_in applies to --job=lm --strategy=fsdp with --fsdp_per_unit, or --strategy=fsdp_tp (their unit "
+          "collectives)");
     }
     if (die->rank >= placement->world_size) {
       return BadUsage(absl::StrCat("--die_in names rank ", die->rank, " of a ", placement->world_size, "-rank job"));
@@ -331,9 +336,14 @@ int Main() {
     if (die->step >= steps) {
       return BadUsage(absl::StrCat("--die_in step ", die->step, " (from 0) is not before --steps=", steps));
     }
-    const std::vector<std::string> units = simulate::GptModel::FsdpUnits(lm_job.model);
+    const std::vector<std::string> units = fsdp_tp ? std::vector<std::string>{lightning::FsdpTpStrategy::kUnit}
+                                                   : simulate::GptModel::FsdpUnits(lm_job.model);
     if (std::find(units.begin(), units.end(), die->unit) == units.end()) {
       return BadUsage(absl::StrCat("--die_in names the unit '", die->unit, "', not one of ", absl::StrJoin(units, ", ")));
+    }
+    if (fsdp_tp && die->n != 1) {
+      return BadUsage(absl::StrCat("--die_in: fsdp_tp gathers its unit '", die->unit, "' once per step (n=1), not ",
+                                   die->n, " times"));
     }
     lm_job.fsdp_on_unit_collective = DieInHook(*die, placement->rank);
   }
