@@ -171,6 +171,7 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
     fsdp.units = GptModel::FsdpUnits(o.model);
     fsdp.per_unit = o.fsdp_per_unit;  // reshard_after_forward: its default, on
     fsdp.prefetch = o.fsdp_prefetch;
+    fsdp.buffer_pool = o.fsdp_buffer_pool;
     fsdp.on_unit_forward = o.fsdp_on_unit_forward;
     fsdp.on_unit_collective = o.fsdp_on_unit_collective;
     // Checked in the setup (CheckLmMixedPrecision): the names parse.
@@ -183,6 +184,7 @@ std::shared_ptr<const lightning::Strategy> StrategyOf(const LmJobOptions& o, con
   if (o.strategy == "fsdp_tp") {
     lightning::FsdpOptions fsdp;
     fsdp.on_unit_collective = o.fsdp_on_unit_collective;
+    fsdp.buffer_pool = o.fsdp_buffer_pool;
     return std::make_shared<lightning::FsdpTpStrategy>(mesh, fsdp);
   }
   return std::make_shared<lightning::ModelParallelStrategy>(mesh, std::move(hook));

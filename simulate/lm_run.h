@@ -75,6 +75,9 @@ struct LmJobOptions {
   // unit's all-gather before waiting for this one's; false: each gather is
   // issued where it is waited for, as FSDP2's synchronous CPU gathers).
   bool fsdp_prefetch = true;
+  // fsdp / hsdp / fsdp_tp: FsdpOptions::buffer_pool (transient buffers from
+  // a pool of mapped blocks; false: malloc).
+  bool fsdp_buffer_pool = true;
   // fsdp with fsdp_per_unit, for tests and memory tools:
   // FsdpOptions::on_unit_forward (the unit's name and this rank's bytes of
   // unsharded parameters on entering its forward). Called on each rank's

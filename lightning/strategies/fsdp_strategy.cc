@@ -594,7 +594,7 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpStrategy::Setup(LightningModule
       const c10::ScalarType dtype = p.shard->dtype();
       Bucket& b = by_dtype
                       .try_emplace(dtype, Bucket{index, dtype, {}, 0, options_.param_dtype.value_or(dtype),
-                                                 options_.reduce_dtype.value_or(dtype)})
+                                                 options_.reduce_dtype.value_or(dtype), nullptr})
                       .first->second;
       p.offset = b.slot_numel;
       b.slot_numel += chunk_rows * p.row_numel;

@@ -307,7 +307,7 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpTpStrategy::Setup(LightningModu
     int64_t chunk_rows = 0;
     for (const auto& [first, rows] : p.rows) chunk_rows = std::max(chunk_rows, rows);
     const c10::ScalarType dtype = variable.scalar_type();
-    Bucket& b = by_dtype.try_emplace(dtype, Bucket{0, dtype, {}, 0, dtype, dtype}).first->second;
+    Bucket& b = by_dtype.try_emplace(dtype, Bucket{0, dtype, {}, 0, dtype, dtype, nullptr}).first->second;
     p.offset = b.slot_numel;
     b.slot_numel += chunk_rows * p.row_numel;
     {

@@ -43,6 +43,9 @@ expect_exit 2 "--die_in names the unit 'block9', not one of block0, block1" \
   --job=lm --mesh=1x1 --strategy=fsdp --die_in=all-gather:rank=0,step=1,unit=block9
 expect_exit 2 "--die_in: 'reduce-scatter:rank=0,step=1,unit=block0,n=2' has n '2'" \
   --job=lm --mesh=1x1 --strategy=fsdp --die_in=reduce-scatter:rank=0,step=1,unit=block0,n=2
+expect_exit 2 "--fsdp_buffer_pool applies to --job=lm; --job=main would ignore it" --fsdp_buffer_pool=false
+expect_exit 2 "--fsdp_buffer_pool=false applies to --strategy=fsdp, hsdp or fsdp_tp" \
+  --job=lm --mesh=1x1 --strategy=ddp --fsdp_buffer_pool=false
 expect_exit 2 "--die_in names the unit 'block0', not one of model" \
   --job=lm --mesh=1x1 --strategy=fsdp_tp --die_in=all-gather:rank=0,step=1,unit=block0
 expect_exit 2 "--die_in: fsdp_tp gathers its unit 'model' once per step (n=1), not 2 times" \

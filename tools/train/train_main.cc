@@ -112,6 +112,9 @@ ABSL_FLAG(std::string, die_in, "",
 ABSL_FLAG(bool, fsdp_prefetch, true,
           "--job=lm --strategy=fsdp or hsdp (per unit): issue the next unit's all-gather before waiting for the "
           "current one (FsdpOptions::prefetch); false: each all-gather where it is waited for");
+ABSL_FLAG(bool, fsdp_buffer_pool, true,
+          "--job=lm --strategy=fsdp, hsdp or fsdp_tp: transient buffers from a pool of mapped blocks reused across "
+          "units and steps (FsdpOptions::buffer_pool); false: malloc");
 ABSL_FLAG(bool, phase_times, false,
           "--job=lm: each rank also prints its seconds per step by phase (\"train: rank R/W phase_times steps N "
           "step_s S all_gather_s A compute_s C reduce_scatter_s R optimizer_s O\"; lightning/phase_times.h)");
@@ -207,6 +210,9 @@ int Main() {
   if (job != "lm" && !absl::GetFlag(FLAGS_fsdp_prefetch)) {
     return BadUsage("--fsdp_prefetch applies to --job=lm; --job=" + job + " would ignore it");
   }
+  if (job != "lm" && !absl::GetFlag(FLAGS_fsdp_buffer_pool)) {
+    return BadUsage("--fsdp_buffer_pool applies to --job=lm; --job=" + job + " would ignore it");
+  }
   if (job != "lm" && absl::GetFlag(FLAGS_phase_times)) {
     return BadUsage("--phase_times applies to --job=lm; --job=" + job + " would ignore it");
   }
@@ -239,6 +245,11 @@ int Main() {
     lm_job.fsdp_prefetch = absl::GetFlag(FLAGS_fsdp_prefetch);
     if (!lm_job.fsdp_prefetch && (!lm_job.fsdp_per_unit || (lm_job.strategy != "fsdp" && lm_job.strategy != "hsdp"))) {
       return BadUsage("--fsdp_prefetch=false applies to --strategy=fsdp or hsdp with --fsdp_per_unit");
+    }
+    lm_job.fsdp_buffer_pool = absl::GetFlag(FLAGS_fsdp_buffer_pool);
+    if (!lm_job.fsdp_buffer_pool && lm_job.strategy != "fsdp" && lm_job.strategy != "hsdp" &&
+        lm_job.strategy != "fsdp_tp") {
+      return BadUsage("--fsdp_buffer_pool=false applies to --strategy=fsdp, hsdp or fsdp_tp");
     }
     lm_job.param_dtype = absl::GetFlag(FLAGS_param_dtype);
     lm_job.reduce_dtype = absl::GetFlag(FLAGS_reduce_dtype);
