@@ -102,7 +102,9 @@ absl::StatusOr<bool> ReduceBucket(c10d::ProcessGroup& pg, Bucket& b, bool flag, 
   // Every rank's slot end to end in one buffer (what the flat reduce-scatter takes).
   const int64_t slot_numel = b.slot_numel + 1;
   at::Tensor flat =
-      EmptyFrom(b.pool.get(), {w * slot_numel}, LocalShard(b.params.front()).options().dtype(b.reduce_dtype)).zero_();
+      EmptyFrom(b.pool.get(), {w * slot_numel},
+                LocalShard(b.params.front()).options().dtype(b.reduce_dtype).requires_grad(false))
+          .zero_();
   for (int r = 0; r < w; ++r) {
     at::Tensor slot = flat.narrow(0, r * slot_numel, slot_numel);
     for (const FlatParam& p : b.params) {
