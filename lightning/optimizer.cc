@@ -60,12 +60,33 @@ void ForEachLocalParameter(const Trainables& trainables, const std::vector<const
 Sgd::Sgd(Trainables trainables, SgdOptions options)
     : Optimizer(std::move(trainables)), options_(options), step_(at::zeros({1}, at::kLong)) {}
 
-absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(Trainables trainables, SgdOptions options) {
+absl::Status CheckSgdOptions(const SgdOptions& options) {
   if (!(options.lr > 0) || !(options.momentum >= 0 && options.momentum < 1) || !(options.weight_decay >= 0)) {
     return absl::InvalidArgumentError(absl::StrCat("SGD options: lr ", options.lr, " must be > 0, momentum ",
                                                    options.momentum, " in [0, 1), weight_decay ",
                                                    options.weight_decay, " >= 0"));
   }
+  return absl::OkStatus();
+}
+
+void SgdUpdate(const at::Tensor& param, const at::Tensor& buffer, bool first, const SgdOptions& o) {
+  at::NoGradGuard no_grad;
+  if (!param.grad().defined()) return;
+  at::Tensor grad = param.grad();
+  if (o.weight_decay != 0) grad = grad.add(param, o.weight_decay);
+  if (o.momentum != 0) {
+    if (first) {
+      buffer.copy_(grad);
+    } else {
+      buffer.mul_(o.momentum).add_(grad);
+    }
+    grad = buffer;
+  }
+  param.sub_(grad, o.lr);
+}
+
+absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(Trainables trainables, SgdOptions options) {
+  SL_RETURN_IF_ERROR(CheckSgdOptions(options));
   std::unique_ptr<Sgd> sgd(new Sgd(std::move(trainables), options));
   sgd->buffers_ = PerParameterState::ZerosLike(sgd->trainables_);
   return sgd;
@@ -74,20 +95,8 @@ absl::StatusOr<std::unique_ptr<Sgd>> Sgd::Create(Trainables trainables, SgdOptio
 void Sgd::Step() {
   at::NoGradGuard no_grad;
   const bool first = step_[0].item<int64_t>() == 0;
-  const SgdOptions& o = options_;
   ForEachLocalParameter(trainables_, {&buffers_}, [&](const at::Tensor& param, const std::vector<at::Tensor>& state) {
-    if (!param.grad().defined()) return;
-    at::Tensor grad = param.grad();
-    if (o.weight_decay != 0) grad = grad.add(param, o.weight_decay);
-    if (o.momentum != 0) {
-      if (first) {
-        state[0].copy_(grad);
-      } else {
-        state[0].mul_(o.momentum).add_(grad);
-      }
-      grad = state[0];
-    }
-    param.sub_(grad, o.lr);
+    SgdUpdate(param, state[0], first, options_);
   });
   step_.add_(1);
 }

@@ -103,6 +103,16 @@ struct SgdOptions {
   double weight_decay = 0.0;
 };
 
+// What Sgd::Create (and tp::MeshSgd::Create) check: InvalidArgument naming
+// a learning rate that is not positive, a momentum outside [0, 1) or a
+// negative weight decay.
+absl::Status CheckSgdOptions(const SgdOptions& options);
+
+// One torch.optim.SGD update of `param` (a local tensor) from its gradient:
+// weight decay added to the gradient, then momentum (`buffer`, seeded with
+// the gradient when `first`), then the step. No gradient: unchanged.
+void SgdUpdate(const at::Tensor& param, const at::Tensor& buffer, bool first, const SgdOptions& options);
+
 class Sgd : public Optimizer {
  public:
   // InvalidArgument for a learning rate that is not positive, a momentum

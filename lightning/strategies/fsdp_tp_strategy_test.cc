@@ -64,6 +64,7 @@ struct Job {
   int64_t accumulate = 1;   // TrainerOptions::accumulate_grad_batches
   bool validate = false;    // validation every 2 steps (1 batch)
   bool predict = false;     // then rank 0's prediction of TinyData's step-9 batch (fsdp_tp: on the gathered pieces)
+  bool sgd = false;         // tp::MeshSgdOptimizer instead of the mesh AdamW
 };
 
 struct Outcome {
@@ -90,7 +91,7 @@ Outcome Train(const Job& run) {
       if (!made.ok()) return made.status();
       mesh = *made;
     }
-    TinyTp model(run.fail_dp, 2, run.dense, at::kDouble);
+    TinyTp model(run.fail_dp, 2, run.dense, at::kDouble, run.sgd);
     TrainerOptions o;
     o.max_steps = run.steps;
     o.seed = 3;
@@ -290,6 +291,48 @@ TEST(FsdpTpStrategyTest, WithTensorParallelPiecesGathersAndRestoresTheChunks) {
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
+}
+
+// SGD with momentum (tp::MeshSgdOptimizer) under both mesh strategies: the
+// same losses on every mesh, and its momentum buffers resume from an fsdp_tp
+// checkpoint under model_parallel and fsdp_tp on other meshes, continuing
+// the uninterrupted losses (a lost or misplaced buffer changes them).
+TEST(FsdpTpStrategyTest, SgdTrainsAndResumesUnderBothMeshStrategies) {
+  Job base{{1, 1}, kModelParallel, 6};
+  base.sgd = true;
+  const Outcome whole = Train(base);
+  ASSERT_TRUE(whole.ranks[0].ok()) << whole.ranks[0].status();
+  const std::vector<double>& want = whole.ranks[0]->losses;
+  ASSERT_EQ(want.size(), 6u);
+  EXPECT_LT(want.back(), want.front());
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 1}, {1, 4}, {2, 2}, {3, 2}}) {
+    for (const auto& [strategy, name] : {std::pair{kModelParallel, "model_parallel"}, std::pair{kFsdpTp, "fsdp_tp"}}) {
+      Job run{shape, strategy, 6};
+      run.sgd = true;
+      ExpectLosses(Train(run), want, ShapeName(shape) + " sgd " + name);
+    }
+  }
+  const std::string saved = TestDir("fsdp_tp_sgd_2x2");
+  std::filesystem::remove_all(saved);
+  Job first{{2, 2}, kFsdpTp, 3, saved};
+  first.sgd = true;
+  ExpectLosses(Train(first), {want.begin(), want.begin() + 3}, "sgd fsdp_tp 2x2 to step 3");
+  const std::vector<std::tuple<std::vector<int64_t>, StrategyFor, std::string>> resumes = {
+      {{1, 2}, kModelParallel, "model_parallel 1x2"}, {{3, 1}, kFsdpTp, "fsdp_tp 3x1"}};
+  for (size_t i = 0; i < resumes.size(); ++i) {
+    const auto& [shape, strategy, name] = resumes[i];
+    const std::string dir = TestDir(absl::StrCat("fsdp_tp_sgd_resume_", i));
+    std::filesystem::remove_all(dir);
+    std::filesystem::copy(saved, dir, std::filesystem::copy_options::recursive);
+    Job resumed{shape, strategy, 6, dir};
+    resumed.sgd = true;
+    const Outcome got = Train(resumed);
+    for (const auto& r : got.ranks) {
+      ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+      EXPECT_EQ(r->start_step, 3) << name;
+    }
+    ExpectLosses(got, want, "sgd resumed under " + name, 3);
+  }
 }
 
 // FsdpOptions::on_unit_collective, where fault tools kill a rank

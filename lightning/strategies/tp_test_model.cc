@@ -9,8 +9,8 @@
 
 namespace shardlight::lightning::tp_testing {
 
-TinyTp::TinyTp(int fail_dp, int64_t fail_step, bool dense, c10::ScalarType dtype)
-    : LightningModule("TinyTp"), fail_dp_(fail_dp), fail_step_(fail_step), dtype_(dtype) {
+TinyTp::TinyTp(int fail_dp, int64_t fail_step, bool dense, c10::ScalarType dtype, bool sgd)
+    : LightningModule("TinyTp"), fail_dp_(fail_dp), fail_step_(fail_step), dtype_(dtype), sgd_(sgd) {
   if (dense) register_parameter("scale", at::ones({kOut}));
 }
 
@@ -47,6 +47,10 @@ absl::StatusOr<ValidationLog> TinyTp::ValidationStep(const Batch& batch, const S
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> TinyTp::ConfigureOptimizers() {
+  if (sgd_) {
+    SL_ASSIGN_OR_RETURN(auto sgd, tp::MeshSgdOptimizer::Create(tp::TrainableMeshMembers(*this), {0.05, 0.9, 0.01}));
+    return std::unique_ptr<Optimizer>(std::move(sgd));
+  }
   SL_ASSIGN_OR_RETURN(auto adam,
                       tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this), {0.05, 0.9, 0.99, 1e-8, 0.01}));
   return std::unique_ptr<Optimizer>(std::move(adam));

@@ -1,7 +1,7 @@
 // A small tensor-parallel MLP for the strategies that lay a module out on a
 // DP x TP mesh (model_parallel, fsdp_tp): y = proj(gelu(fc(x))), fc
 // column-parallel and proj row-parallel (//lightning/tp), trained with the
-// mesh AdamW on a deterministic regression batch.
+// mesh AdamW (or the mesh SGD) on a deterministic regression batch.
 #ifndef SHARDLIGHT_LIGHTNING_STRATEGIES_TP_TEST_MODEL_H_
 #define SHARDLIGHT_LIGHTNING_STRATEGIES_TP_TEST_MODEL_H_
 
@@ -26,7 +26,9 @@ class TinyTp : public LightningModule {
   // `fail_step` (all its TP ranks: none waits for a peer). `dense`: a dense
   // parameter besides (which the mesh strategies refuse). `dtype`: the
   // members' and the compute's (the TP layers build float32, cast here).
-  explicit TinyTp(int fail_dp = -1, int64_t fail_step = -1, bool dense = false, c10::ScalarType dtype = at::kFloat);
+  // `sgd`: tp::MeshSgdOptimizer (momentum 0.9, weight decay 0.01) instead of the mesh AdamW.
+  explicit TinyTp(int fail_dp = -1, int64_t fail_step = -1, bool dense = false, c10::ScalarType dtype = at::kFloat,
+                  bool sgd = false);
   absl::Status ConfigureShardedModel(const ShardedContext& ctx) override;
   absl::StatusOr<at::Tensor> TrainingStep(const Batch& batch, const StepContext& ctx) override;
   // "val_loss": the step's loss on the batch.
@@ -41,6 +43,7 @@ class TinyTp : public LightningModule {
   int64_t fail_dp_;
   int64_t fail_step_;
   c10::ScalarType dtype_;
+  bool sgd_;
   tp::TpMesh tp_;
   std::shared_ptr<tp::ColumnParallelLinear> fc_;
   std::shared_ptr<tp::RowParallelLinear> proj_;
