@@ -155,9 +155,8 @@ void ReshardBucket(Bucket& b) {
 
 void ReshardAll(std::vector<Bucket>& buckets) {
   for (Bucket& b : buckets) ReshardBucket(b);
-  for (Bucket& b : buckets) {
-    if (b.pool != nullptr) b.pool->ReleaseFree();  // one pool for all: the later calls find nothing free
-  }
+  // One pool serves a run's buckets (null without FsdpOptions::buffer_pool).
+  if (!buckets.empty() && buckets.front().pool != nullptr) buckets.front().pool->ReleaseFree();
 }
 
 int64_t FullBytes(const Bucket& b) {

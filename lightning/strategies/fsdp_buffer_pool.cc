@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -38,19 +39,17 @@ struct Lease {
 // A pooled DataPtr's deleter: the block back to the free list, or unmapped
 // when the pool is gone.
 void GiveBack(void* ctx) {
-  auto* lease = static_cast<Lease*>(ctx);
+  std::unique_ptr<Lease> lease(static_cast<Lease*>(ctx));  // deleted after the lock is released
   {
     std::lock_guard<std::mutex> lock(lease->state->mu);
     if (lease->state->open) {
       lease->state->free.emplace(lease->size, lease->block);
       lease->state->free_bytes += static_cast<int64_t>(lease->size);
-      delete lease;
       return;
     }
     lease->state->mapped -= static_cast<int64_t>(lease->size);
   }
   munmap(lease->block, lease->size);
-  delete lease;
 }
 
 }  // namespace
