@@ -62,6 +62,8 @@ class FsdpTpRun : public StrategyRun {
         // As fsdp: the flat reduce-scatter where the group has it, else the list one, else allreduce.
         bool listed = false, flat = false;
         SL_ASSIGN_OR_RETURN(listed, ProbeReduceScatter(dp()));
+        // Probed in float, the path serves every bucket's dtype: the backends' three paths take the same
+        // floating dtypes (ReduceScatterTest.TheFlatProbeAnswersAlikeForEveryFloatingDtype).
         if (listed) {
           SL_ASSIGN_OR_RETURN(flat, ProbeFlatReduceScatter(dp(), at::kFloat));
         }
