@@ -14,7 +14,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "lightning/phase_times.h"
+#include "lightning/sharded_module.h"
 #include "lightning/strategies/fsdp_buckets.h"
+#include "lightning/strategies/fsdp_tp_layout.h"
 #include "lightning/strategies/model_parallel_strategy.h"
 #include "lightning/strategies/reduce_scatter.h"
 #include "lightning/tp/mesh_gradients.h"
@@ -31,28 +33,23 @@ namespace {
 using fsdp_internal::Bucket;
 using fsdp_internal::FlatParam;
 using fsdp_internal::GatherWork;
+using fsdp_tp_internal::HeldByFsdpTp;
 using sharded::mesh::MeshPlacement;
 using sharded::mesh::MeshPtr;
 using sharded::mesh::MeshTensor;
 
-// The permuted view's name suffix (DeviceMesh::Permuted names it so).
-constexpr char kLayoutSuffix[] = "(dims 1,0)";
-
-// Whether `m` is laid out by fsdp_tp: on the (TP, DP) view, chunked over DP.
-bool HeldByFsdpTp(const MeshTensor& m) {
-  return m.mesh()->ndim() == 2 && absl::EndsWith(m.mesh()->name(), kLayoutSuffix) &&
-         m.placements().size() == 2 && m.placements()[1] == MeshPlacement::Shard(0);
-}
-
 class FsdpTpRun : public StrategyRun {
  public:
+  // `buckets`: first the trainable members', `trainable` of them, then the frozen ones' (gathered only).
   FsdpTpRun(c10::intrusive_ptr<c10d::ProcessGroup> world, MeshPtr mesh, FsdpOptions options,
-            std::deque<sharded::ShardedTensor> chunks, std::vector<Bucket> buckets, tp::MeshParams params)
+            std::deque<sharded::ShardedTensor> chunks, std::vector<Bucket> buckets, size_t trainable,
+            tp::MeshParams params)
       : world_(std::move(world)),
         mesh_(std::move(mesh)),
         options_(std::move(options)),
         chunks_(std::move(chunks)),
         buckets_(std::move(buckets)),
+        trainable_(trainable),
         params_(std::move(params)) {}
 
   absl::Status BeforeStep(int64_t step) override {
@@ -62,6 +59,8 @@ class FsdpTpRun : public StrategyRun {
         // As fsdp: the flat reduce-scatter where the group has it, else the list one, else allreduce.
         bool listed = false, flat = false;
         SL_ASSIGN_OR_RETURN(listed, ProbeReduceScatter(dp()));
+        // Probed in float, the path serves every bucket's dtype: the backends' three paths take the same
+        // floating dtypes (ReduceScatterTest.TheFlatProbeAnswersAlikeForEveryFloatingDtype).
         if (listed) {
           SL_ASSIGN_OR_RETURN(flat, ProbeFlatReduceScatter(dp(), at::kFloat));
         }
@@ -74,10 +73,15 @@ class FsdpTpRun : public StrategyRun {
     {
       // A member's gradient between steps is its chunk's (what the optimizer
       // stepped): not the TP piece's this step accumulates and reduces (a
-      // validation comes after the optimizer step, without a ZeroGrad).
+      // validation comes after the optimizer step, without a ZeroGrad). Kept
+      // aside for a step without a backward (a validation), which puts it back.
       at::NoGradGuard no_grad;
+      kept_grads_.clear();
       for (Bucket& b : buckets_) {
-        for (FlatParam& p : b.params) p.param.mutable_grad() = at::Tensor();
+        for (FlatParam& p : b.params) {
+          kept_grads_.push_back(p.param.grad());
+          p.param.mutable_grad() = at::Tensor();
+        }
       }
     }
     if (options_.on_unit_collective) options_.on_unit_collective("all-gather", FsdpTpStrategy::kUnit, step);
@@ -102,13 +106,23 @@ class FsdpTpRun : public StrategyRun {
 
   absl::Status ReduceGradients(const Trainables&, const absl::Status& local, absl::string_view op) override {
     // The verdict over the world first: a TP peer of a failed rank must not
-    // wait for it in a DP collective.
+    // wait for it in a DP collective. With it, whether the step had a
+    // backward anywhere: a trainable member's TP piece holds a gradient
+    // (BeforeStep dropped them all; a validation's forward makes none), so
+    // a validation reduce-scatters no zeros, on every rank alike.
     const PhaseTimes::Scope timed(times_, Phase::kReduceScatter);  // the verdict too, as fsdp's rides its reduction
-    absl::Status reduced = sharded::Agree(*world_, local, op);
-    if (reduced.ok()) {
+    bool backward = false;
+    for (size_t i = 0; i < trainable_; ++i) {
+      for (const FlatParam& p : buckets_[i].params) backward = backward || p.param.grad().defined();
+    }
+    const absl::StatusOr<std::vector<std::string>> agreed =
+        sharded::AgreeAndGather(*world_, {local, 0, backward ? "1" : "0"}, {std::string(op)});
+    absl::Status reduced = agreed.status();
+    const bool any_backward = reduced.ok() && std::find(agreed->begin(), agreed->end(), "1") != agreed->end();
+    if (any_backward) {
       if (options_.on_unit_collective) options_.on_unit_collective("reduce-scatter", FsdpTpStrategy::kUnit, step_);
       absl::Status dp_reduced = absl::OkStatus();
-      for (size_t i = 0; i < buckets_.size() && dp_reduced.ok(); ++i) {
+      for (size_t i = 0; i < trainable_ && dp_reduced.ok(); ++i) {  // a frozen member's gradient is never reduced
         absl::StatusOr<bool> flagged = fsdp_internal::ReduceBucket(
             dp(), buckets_[i], false, path_, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
         dp_reduced = flagged.status();
@@ -120,15 +134,20 @@ class FsdpTpRun : public StrategyRun {
       reduced = AgreeOverWorld(dp_reduced, absl::StrCat(op, " (fsdp_tp reduce-scatter)"));
     }
     Reshard();
-    // The optimizer steps the members' own variables: each chunk's gradient moves there.
+    // The optimizer steps the members' own variables: each chunk's gradient
+    // moves there; without a backward, each keeps the one it had.
     at::NoGradGuard no_grad;
+    size_t k = 0;
     for (Bucket& b : buckets_) {
       for (FlatParam& p : b.params) {
         at::Tensor shard = fsdp_internal::LocalShard(p);
-        if (reduced.ok()) p.param.mutable_grad() = shard.grad();
+        const bool kept = !any_backward && k < kept_grads_.size();
+        if (reduced.ok()) p.param.mutable_grad() = kept ? kept_grads_[k] : shard.grad();
         shard.mutable_grad() = at::Tensor();
+        ++k;
       }
     }
+    kept_grads_.clear();
     return reduced;
   }
 
@@ -176,6 +195,8 @@ class FsdpTpRun : public StrategyRun {
   FsdpOptions options_;
   std::deque<sharded::ShardedTensor> chunks_;  // each member's chunk (the buckets point here)
   std::vector<Bucket> buckets_;
+  size_t trainable_;  // the first buckets_, which reduce-scatter gradients
+  std::vector<at::Tensor> kept_grads_;  // BeforeStep's members' gradients, in bucket order
   tp::MeshParams params_;
   bool probed_ = false;
   int64_t step_ = 0;  // BeforeStep's, for on_unit_collective's reduce-scatter
@@ -223,12 +244,12 @@ absl::Status CheckOptions(const FsdpOptions& o) {
 // This rank's chunk of `piece` (its TP piece) over the DP group, as a
 // ShardedTensor on that group (no communication). `held`: `piece` is the
 // chunk already (an earlier fsdp_tp Fit laid it out) and `sizes` the TP
-// piece's.
+// piece's. `trainable`: whether the chunk requires grad.
 absl::StatusOr<sharded::ShardedTensor> ChunkOf(const at::Tensor& piece, const std::vector<int64_t>& sizes, bool held,
-                                               const c10::intrusive_ptr<c10d::ProcessGroup>& dp) {
+                                               bool trainable, const c10::intrusive_ptr<c10d::ProcessGroup>& dp) {
   sharded::TensorProperties properties;
   properties.dtype = piece.scalar_type();
-  properties.requires_grad = true;
+  properties.requires_grad = trainable;
   SL_ASSIGN_OR_RETURN(
       sharded::ShardedTensorMetadata metadata,
       sharded::BuildMetadata(sharded::ChunkShardingSpec::OnRanks(0, dp->getSize()), sizes, properties, dp->getSize()));
@@ -238,7 +259,7 @@ absl::StatusOr<sharded::ShardedTensor> ChunkOf(const at::Tensor& piece, const st
     const sharded::ShardMetadata& m = local.front().metadata;
     local.front().tensor.copy_(held ? piece.detach() : piece.detach().narrow(0, m.offsets[0], m.sizes[0]));
   }
-  local.front().tensor.set_requires_grad(true);
+  local.front().tensor.set_requires_grad(trainable);
   return sharded::ShardedTensor::InitFromLocalShardsAndGlobalMetadata(std::move(local), std::move(metadata), dp);
 }
 
@@ -250,53 +271,71 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpTpStrategy::Setup(LightningModu
   SL_RETURN_IF_ERROR(CheckOptions(options_));
   SL_RETURN_IF_ERROR(CheckMeshMembersOnly(module, name()));
   SL_ASSIGN_OR_RETURN(const MeshPtr layout, mesh_->Permuted({1, 0}));
+  // The view object is what marks a member held (fsdp_tp_layout.h); forgotten when no member is described on it.
+  fsdp_tp_internal::RegisterLayout(layout);
   const c10::intrusive_ptr<c10d::ProcessGroup>& dp = mesh_->group(0);
-  tp::MeshParams params = tp::TrainableMeshMembers(module);
+  // What this Fit lays out: every trainable member, and every member an
+  // earlier Fit left chunked, trainable now or not (the step needs its whole
+  // TP piece; only the trainable ones' gradients are reduce-scattered).
+  // Frozen members never chunked stay whole, as model_parallel keeps them.
+  struct Member {
+    std::string key;
+    MeshTensor* tensor;
+    bool held;       // chunked by an earlier fsdp_tp Fit
+    bool trainable;  // requires grad now
+  };
+  std::vector<Member> members;
+  for (const auto& [key, member] : MeshMembers(module, "")) {
+    const bool trainable = member->local().requires_grad();
+    const bool held = HeldByFsdpTp(*member);
+    if (trainable || held) members.push_back({key, member, held, trainable});
+  }
   // Checked before anything changes: a bad member leaves the module as it was.
   std::set<const c10::TensorImpl*> seen;
-  std::vector<bool> held;
-  for (const auto& [key, member] : params) {
-    if (!seen.insert(member->local().unsafeGetTensorImpl()).second) {
+  for (const Member& m : members) {
+    const MeshTensor& member = *m.tensor;
+    if (!seen.insert(member.local().unsafeGetTensorImpl()).second) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "fsdp_tp: the mesh member '", key, "' is reachable under another key too (shared members are not supported)"));
+          "fsdp_tp: the mesh member '", m.key,
+          "' is reachable under another key too (shared members are not supported)"));
     }
-    if (member->sizes().empty()) {
-      return absl::InvalidArgumentError(absl::StrCat("fsdp_tp shards dim 0: the mesh member '", key, "' has no dims"));
+    if (member.sizes().empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fsdp_tp shards dim 0: the mesh member '", m.key, "' has no dims"));
     }
-    for (const MeshPlacement& placement : member->placements()) {
+    for (const MeshPlacement& placement : member.placements()) {
       if (placement.is_partial()) {
-        return absl::InvalidArgumentError(absl::StrCat("fsdp_tp: the mesh member '", key, "' is laid out ",
-                                                       sharded::mesh::PlacementsString(member->placements()),
+        return absl::InvalidArgumentError(absl::StrCat("fsdp_tp: the mesh member '", m.key, "' is laid out ",
+                                                       sharded::mesh::PlacementsString(member.placements()),
                                                        ": a Partial placement is not a parameter's layout"));
       }
     }
-    const bool was_held = HeldByFsdpTp(*member);
-    if (was_held) {
-      if (member->mesh()->group(0).get() != mesh_->group(1).get() ||
-          member->mesh()->group(1).get() != dp.get()) {
-        return absl::FailedPreconditionError(absl::StrCat("fsdp_tp: the mesh member '", key,
+    if (m.held) {
+      if (member.mesh()->group(0).get() != mesh_->group(1).get() || member.mesh()->group(1).get() != dp.get()) {
+        return absl::FailedPreconditionError(absl::StrCat("fsdp_tp: the mesh member '", m.key,
                                                           "' is laid out by an earlier Fit on another mesh; fit a "
                                                           "fresh module (resume its state from a checkpoint)"));
       }
-    } else if (member->mesh().get() != mesh_.get() || !member->placements()[0].is_replicate()) {
+    } else if (member.mesh().get() != mesh_.get() || !member.placements()[0].is_replicate()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          "fsdp_tp: the mesh member '", key, "' is laid out ", sharded::mesh::PlacementsString(member->placements()),
-          " on the mesh '", member->mesh()->name(), "' (", member->mesh()->ShapeString(), "), not on this strategy's mesh '",
+          "fsdp_tp: the mesh member '", m.key, "' is laid out ", sharded::mesh::PlacementsString(member.placements()),
+          " on the mesh '", member.mesh()->name(), "' (", member.mesh()->ShapeString(),
+          "), not on this strategy's mesh '",
           mesh_->name(), "' (", mesh_->ShapeString(), ") replicated over its data-parallel dim 0"));
     }
-    held.push_back(was_held);
   }
   std::deque<sharded::ShardedTensor> chunks;
-  std::map<c10::ScalarType, Bucket> by_dtype;
-  for (size_t i = 0; i < params.size(); ++i) {
-    const auto& [key, member] = params[i];
-    const MeshPlacement tp_placement = held[i] ? member->placements()[0] : member->placements()[1];
+  // One bucket per dtype, the trainable members' apart from the frozen ones' (false sorts first).
+  std::map<std::pair<bool, c10::ScalarType>, Bucket> by_kind;
+  for (const Member& m : members) {
+    MeshTensor& member = *m.tensor;
+    const MeshPlacement tp_placement = m.held ? member.placements()[0] : member.placements()[1];
     // The TP piece's sizes: this rank's box under the mesh's TP placement alone.
     const sharded::Box piece = sharded::mesh::MeshLocalBox(
-        mesh_->shape(), mesh_->coords(), {MeshPlacement::Replicate(), tp_placement}, member->sizes());
+        mesh_->shape(), mesh_->coords(), {MeshPlacement::Replicate(), tp_placement}, member.sizes());
     const std::vector<int64_t> piece_sizes(piece.sizes.begin(), piece.sizes.end());
-    at::Tensor variable = member->local();
-    SL_ASSIGN_OR_RETURN(sharded::ShardedTensor chunk, ChunkOf(variable, piece_sizes, held[i], dp));
+    at::Tensor variable = member.local();
+    SL_ASSIGN_OR_RETURN(sharded::ShardedTensor chunk, ChunkOf(variable, piece_sizes, m.held, m.trainable, dp));
     chunks.push_back(std::move(chunk));
     FlatParam p;
     p.param = variable;
@@ -307,26 +346,28 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> FsdpTpStrategy::Setup(LightningModu
     int64_t chunk_rows = 0;
     for (const auto& [first, rows] : p.rows) chunk_rows = std::max(chunk_rows, rows);
     const c10::ScalarType dtype = variable.scalar_type();
-    Bucket& b = by_dtype.try_emplace(dtype, Bucket{0, dtype, {}, 0, dtype, dtype, nullptr}).first->second;
+    Bucket& b =
+        by_kind.try_emplace({!m.trainable, dtype}, Bucket{0, dtype, {}, 0, dtype, dtype, nullptr}).first->second;
     p.offset = b.slot_numel;
     b.slot_numel += chunk_rows * p.row_numel;
     {
       at::NoGradGuard no_grad;
       variable.set_data(fsdp_internal::LocalShard(p));
     }
-    SL_ASSIGN_OR_RETURN(*member, MeshTensor::FromLocalAgreed(variable, layout,
-                                                              {tp_placement, MeshPlacement::Shard(0)},
-                                                              member->sizes()));
+    SL_ASSIGN_OR_RETURN(member, MeshTensor::FromLocalAgreed(variable, layout, {tp_placement, MeshPlacement::Shard(0)},
+                                                            member.sizes()));
     b.params.push_back(std::move(p));
   }
   std::vector<Bucket> buckets;
+  size_t trainable = 0;
   const auto pool = options_.buffer_pool ? std::make_shared<fsdp_internal::BufferPool>() : nullptr;
-  for (auto& [dtype, b] : by_dtype) {
+  for (auto& [kind, b] : by_kind) {
+    if (!kind.first) ++trainable;
     b.pool = pool;
     buckets.push_back(std::move(b));
   }
-  auto run = std::make_unique<FsdpTpRun>(ctx.pg, mesh_, options_, std::move(chunks), std::move(buckets),
-                                         std::move(params));
+  auto run = std::make_unique<FsdpTpRun>(ctx.pg, mesh_, options_, std::move(chunks), std::move(buckets), trainable,
+                                         tp::TrainableMeshMembers(module));
   run->Reshard();  // between steps each member is its chunk
   return std::unique_ptr<StrategyRun>(std::move(run));
 }
@@ -335,7 +376,7 @@ absl::Status WithTensorParallelPieces(torch::nn::Module& module, const std::func
   std::vector<std::pair<at::Tensor, at::Tensor>> restore;  // (the member's variable, its chunk)
   absl::Status gathered = absl::OkStatus();
   at::AutoGradMode no_grad_while_gathering(false);
-  for (const auto& [key, member] : tp::TrainableMeshMembers(module)) {
+  for (const auto& [key, member] : MeshMembers(module, "")) {  // frozen ones too: each is held as a chunk
     if (!HeldByFsdpTp(*member)) continue;
     absl::StatusOr<MeshTensor> piece = member->Redistribute({member->placements()[0], MeshPlacement::Replicate()});
     if (!piece.ok()) {

@@ -12,7 +12,9 @@
 // (uneven and empty chunks allowed), FSDP2's layout for a DTensor parameter
 // (its "strided" shard: TP first, then DP). The member is re-described on a
 // permuted view of the mesh, (TP, DP), with placements [its TP placement,
-// Shard(0)], so mesh tensors' nesting order says exactly that; its local()
+// Shard(0)], so mesh tensors' nesting order says exactly that (that view
+// object, registered by Setup, is what marks a member held by fsdp_tp:
+// fsdp_tp_layout.h; a mesh's name plays no part); its local()
 // stays the same variable (the layers read it), its data the chunk. So the
 // optimizer built after Setup (tp::MeshAdamWOptimizer) steps the chunks and
 // keeps moments of their size, and a checkpoint (the members' and moments'
@@ -25,16 +27,27 @@
 // sets each member's local() to its TP piece; the forward and backward are
 // the module's tensor-parallel ones. ReduceGradients agrees the step's
 // verdict over the world first (a TP peer of a failed rank must not wait in
-// a DP collective), then reduce-scatters the TP pieces' gradients within the
-// DP group (sums: the module's loss is its share of the global mean, FSDP2
-// with gradient divide factor 1), and sets each member back to its chunk with
-// its gradient chunk. A DP group whose gather or reduce-scatter fails
+// a DP collective), with whether any rank's step had a backward (a trainable
+// member's piece holds a gradient); if one did, it reduce-scatters the
+// trainable TP pieces' gradients within the DP group (sums: the module's
+// loss is its share of the global mean, FSDP2 with gradient divide factor
+// 1), and sets each member back to its chunk with its gradient chunk. A step
+// without a backward (a validation) reduces nothing: each member goes back
+// to its chunk with the gradient it had before the step. A DP group whose gather or reduce-scatter fails
 // (a dead peer) fails every rank there, agreed over the world, rather than
 // leaving the other groups in their next collective until its timeout.
 // Clipping takes the norm over every piece once
 // (tp::ClipMeshGradNorm). The loss is summed over the DP group. Memory in the
 // step: the whole TP piece of the model (FsdpOptions::per_unit is not
 // supported here yet); between steps 1/(DP*TP) of it, and of AdamW's moments.
+//
+// Frozen members. Setup chunks the trainable members (requires_grad), and
+// keeps chunked every member an earlier fsdp_tp Fit chunked, trainable now
+// or not: each is gathered for the step (and by WithTensorParallelPieces),
+// in buckets apart from the trainable ones', and never reduce-scattered (it
+// gets no gradient). A member frozen before the first Fit stays whole,
+// replicated over DP, as under model_parallel. model_parallel refuses a
+// module with members fsdp_tp holds chunked (model_parallel_strategy.h).
 //
 // Errors, from Setup (local, so the Trainer agrees them on every rank before
 // any collective): InvalidArgument for a null mesh, one that is not 2-d,
@@ -45,8 +58,10 @@
 // for FsdpOptions this strategy does not support (units, per_unit,
 // param_dtype, reduce_dtype and on_unit_forward: named).
 // FailedPrecondition when the module's parameters are held sharded by an
-// earlier fsdp Fit. A second Fit on the same mesh keeps the layout the first
-// made. A step failing on any rank fails every rank with that rank's error.
+// earlier fsdp Fit, or a member (named) is held chunked by an earlier
+// fsdp_tp Fit on another mesh. A second Fit on the same mesh keeps the
+// layout the first made, frozen members included. A step failing on any
+// rank (a validation's too) fails every rank with that rank's error.
 //
 // Precondition: every rank's members hold the values of one model (the TP
 // layers build them from the seed by global index).
@@ -70,7 +85,8 @@ class FsdpTpStrategy : public Strategy {
   // on_all_gather and on_unit_collective apply; the last names the unit
   // kUnit and is called once per step for each of its two collectives: the
   // all-gather as BeforeStep enters it (a validation's too), the
-  // reduce-scatter as ReduceGradients enters it after an OK verdict.
+  // reduce-scatter as ReduceGradients enters it after an OK verdict of a
+  // step with a backward (not a validation's).
   explicit FsdpTpStrategy(sharded::mesh::MeshPtr mesh, FsdpOptions options = {})
       : mesh_(std::move(mesh)), options_(std::move(options)) {}
   // The one FSDP unit fsdp_tp has, as FsdpOptions::on_unit_collective names
@@ -88,8 +104,9 @@ class FsdpTpStrategy : public Strategy {
 };
 
 // Collective over the world of the members' mesh: runs `fn` with every mesh
-// member of `module` that fsdp_tp holds chunked (between steps) set to its
-// whole TP piece -- for evaluation or export after a Fit -- then sets each
+// member of `module` that fsdp_tp holds chunked (between steps; trainable
+// or frozen) set to its whole TP piece -- for evaluation or export after a
+// Fit -- then sets each
 // back to its chunk, also when `fn` fails or throws. Members of other
 // layouts are left alone. The gathers' error (Unavailable, naming the
 // member) before `fn` runs; else fn's (a thrown exception as Internal).

@@ -4,7 +4,10 @@
 // empty DP chunks and TP pieces included) while each rank keeps 1/W of it
 // between steps; its checkpoint resumes under model_parallel and fsdp_tp on
 // other meshes, and model_parallel's under fsdp_tp; a second Fit keeps the
-// layout; a DP group failing its step fails every rank naming it; bad meshes,
+// layout, members frozen since included (gathered, never reduce-scattered);
+// model_parallel refuses members fsdp_tp holds chunked; a mesh named like the
+// layout view is not taken for it; a validation reduce-scatters nothing; a
+// DP group failing its step fails every rank naming it; bad meshes,
 // dense parameters and unsupported options are refused on every rank before
 // any collective.
 #include "lightning/strategies/fsdp_tp_strategy.h"
@@ -22,6 +25,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "lightning/sharded_module.h"
 #include "lightning/strategies/model_parallel_strategy.h"
@@ -65,33 +69,63 @@ struct Job {
   bool validate = false;    // validation every 2 steps (1 batch)
   bool predict = false;     // then rank 0's prediction of TinyData's step-9 batch (fsdp_tp: on the gathered pieces)
   bool sgd = false;         // tp::MeshSgdOptimizer instead of the mesh AdamW
+  std::string mesh_name = "t";      // DeviceMesh::Create's
+  StrategyFor second_strategy;      // the second Fit's (null: `strategy`)
+  std::function<void(TinyTp&)> between;  // run on every rank between the two Fits
+  int fail_validation_from = -1;    // the ranks from this one on fail their ValidationStep
 };
 
 struct Outcome {
   std::vector<absl::StatusOr<FitResult>> ranks;
-  std::vector<FitResult> second;  // each rank's second Fit
+  std::vector<absl::StatusOr<FitResult>> second;  // each rank's second Fit
   at::Tensor fc_grad;             // rank 0's fc weight gradient after the last step (reduced, clipped)
-  at::Tensor prediction;          // rank 0's, with Job::predict
-  int64_t held_numel = 0;         // every rank's members' elements between steps, summed
+  at::Tensor prediction;          // rank 0's after the last Fit, with Job::predict
+  int64_t held_numel = 0;         // every rank's members' elements between steps, summed (after the first Fit)
+  int64_t held_numel_last = 0;    // the same after the last Fit
+  int fc_weight_grads = 0;        // the ranks whose fc.weight has a gradient after the last Fit
 };
+
+// TinyTp whose ValidationStep fails on the ranks from `fail_from` on ("val batch unreadable").
+class ValidatedTp : public TinyTp {
+ public:
+  ValidatedTp(int fail_dp, bool dense, bool sgd, int fail_from)
+      : TinyTp(fail_dp, 2, dense, at::kDouble, sgd), fail_from_(fail_from) {}
+  absl::StatusOr<ValidationLog> ValidationStep(const Batch& batch, const StepContext& ctx) override {
+    if (fail_from_ >= 0 && ctx.rank >= fail_from_) return absl::DataLossError("val batch unreadable");
+    return TinyTp::ValidationStep(batch, ctx);
+  }
+
+ private:
+  int fail_from_;
+};
+
+// The mesh member `key` of `model` (null when none).
+sharded::mesh::MeshTensor* Member(TinyTp& model, const std::string& key) {
+  for (const auto& [k, m] : MeshMembers(model, "")) {
+    if (k == key) return m;
+  }
+  return nullptr;
+}
 
 Outcome Train(const Job& run) {
   const int world = run.shape.empty() ? 2 : static_cast<int>(run.shape[0] * run.shape[1]);
   Outcome out;
   out.ranks.resize(world, absl::UnknownError("not run"));
-  out.second.resize(world);
-  std::vector<int64_t> held(world, 0);
+  out.second.resize(world, absl::UnknownError("not run"));
+  std::vector<int64_t> held(world, 0), held_last(world, 0);
+  std::vector<int> grads(world, 0);
   simulate::ClusterOptions options;
   options.collective_timeout = std::chrono::seconds(5);
   SimulatedCluster cluster(world, options);
   const absl::Status status = cluster.Run([&](RankContext& ctx) -> absl::Status {
     sharded::mesh::MeshPtr mesh;
     if (!run.shape.empty()) {
-      absl::StatusOr<sharded::mesh::MeshPtr> made = sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), run.shape, "t");
+      absl::StatusOr<sharded::mesh::MeshPtr> made =
+          sharded::mesh::DeviceMesh::Create(MeshContextOf(ctx), run.shape, run.mesh_name);
       if (!made.ok()) return made.status();
       mesh = *made;
     }
-    TinyTp model(run.fail_dp, 2, run.dense, at::kDouble, run.sgd);
+    ValidatedTp model(run.fail_dp, run.dense, run.sgd, run.fail_validation_from);
     TrainerOptions o;
     o.max_steps = run.steps;
     o.seed = 3;
@@ -108,6 +142,15 @@ Outcome Train(const Job& run) {
     }
     if (!out.ranks[ctx.rank].ok()) return absl::OkStatus();
     if (ctx.rank == 0) out.fc_grad = model.fc_grad().clone();
+    for (auto& [key, m] : MeshMembers(model, "")) held[ctx.rank] += m->local().numel();
+    if (run.second_fit) {
+      if (run.between) run.between(model);
+      if (run.second_strategy) o.strategy = run.second_strategy(mesh);
+      out.second[ctx.rank] = Trainer(o).Fit(model, TinyData(), ctx.pg);
+      if (!out.second[ctx.rank].ok()) return absl::OkStatus();
+    }
+    for (auto& [key, m] : MeshMembers(model, "")) held_last[ctx.rank] += m->local().numel();
+    grads[ctx.rank] = Member(model, "fc.weight")->local().grad().defined() ? 1 : 0;
     if (run.predict) {
       const at::Tensor x = TinyData().GetBatch(9)[0];
       at::Tensor prediction;
@@ -119,17 +162,27 @@ Outcome Train(const Job& run) {
       SL_RETURN_IF_ERROR(o.strategy->name() == "fsdp_tp" ? WithTensorParallelPieces(model, predict) : predict());
       if (ctx.rank == 0) out.prediction = prediction;
     }
-    for (auto& [key, m] : MeshMembers(model, "")) held[ctx.rank] += m->local().numel();
-    if (run.second_fit) {
-      absl::StatusOr<FitResult> second = Trainer(o).Fit(model, TinyData(), ctx.pg);
-      if (!second.ok()) return second.status();
-      out.second[ctx.rank] = *second;
-    }
     return absl::OkStatus();
   });
   EXPECT_TRUE(status.ok()) << status;
-  for (int64_t h : held) out.held_numel += h;
+  for (int r = 0; r < world; ++r) {
+    out.held_numel += held[r];
+    out.held_numel_last += held_last[r];
+    out.fc_weight_grads += grads[r];
+  }
   return out;
+}
+
+// fsdp_tp whose FsdpOptions::on_unit_collective appends "<collective> <unit> <step>" to (*calls)[rank].
+StrategyFor RecordingUnitCollectives(std::vector<std::vector<std::string>>* calls) {
+  return [calls](sharded::mesh::MeshPtr mesh) {
+    FsdpOptions options;
+    const int rank = mesh->rank();
+    options.on_unit_collective = [calls, rank](const std::string& collective, const std::string& unit, int64_t step) {
+      (*calls)[rank].push_back(absl::StrCat(collective, " ", unit, " ", step));
+    };
+    return std::make_shared<FsdpTpStrategy>(std::move(mesh), options);
+  };
 }
 
 std::string ShapeName(const std::vector<int64_t>& shape) { return absl::StrCat(shape[0], "x", shape[1]); }
@@ -220,11 +273,162 @@ TEST(FsdpTpStrategyTest, ASecondFitKeepsTheLayout) {
   for (size_t r = 0; r < twice.ranks.size(); ++r) {
     ASSERT_TRUE(twice.ranks[r].ok()) << twice.ranks[r].status();
     // A fresh optimizer from the kept chunks: the second Fit continues the first's parameters.
-    ASSERT_EQ(twice.second[r].losses.size(), 2u) << r;
-    EXPECT_LT(twice.second[r].losses[0], twice.ranks[r]->losses[0]) << r;
+    ASSERT_TRUE(want.second[0].ok()) << want.second[0].status();
+    ASSERT_TRUE(twice.second[r].ok()) << twice.second[r].status();
+    ASSERT_EQ(twice.second[r]->losses.size(), 2u) << r;
+    EXPECT_LT(twice.second[r]->losses[0], twice.ranks[r]->losses[0]) << r;
     for (size_t s = 0; s < 2; ++s) {
-      EXPECT_NEAR(twice.second[r].losses[s], want.second[0].losses[s], 1e-12 * want.second[0].losses[s]) << r;
+      EXPECT_NEAR(twice.second[r]->losses[s], want.second[0]->losses[s], 1e-12 * want.second[0]->losses[s]) << r;
     }
+  }
+}
+
+// A member frozen after an fsdp_tp Fit stays chunked, and is gathered whole
+// for a second Fit's steps and by WithTensorParallelPieces, then chunked
+// again; its gradient is never reduce-scattered (it gets none): the second
+// Fit trains, and predicts, as model_parallel's with the same member frozen.
+TEST(FsdpTpStrategyTest, AMemberFrozenAfterAFitIsStillGatheredAndGetsNoGradient) {
+  const auto freeze_fc_weight = [](TinyTp& model) {  // as requires_grad_(False) and grad = None
+    at::Tensor weight = Member(model, "fc.weight")->local();
+    weight.set_requires_grad(false);
+    weight.mutable_grad() = at::Tensor();
+  };
+  const int64_t model_numel = kHidden * kIn + kHidden + kOut * kHidden + kOut;
+  // 2x2: fc's TP pieces of 3 rows chunked 2,1; 4x1: 6 rows chunked 2,2,2,0; 3x2: pieces of 3 rows chunked 1,1,1.
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 2}, {4, 1}, {3, 2}, {1, 2}}) {
+    const std::string name = ShapeName(shape);
+    Job mp{shape, kModelParallel, 2};
+    mp.second_fit = true;
+    mp.between = freeze_fc_weight;
+    mp.predict = true;
+    Job run = mp;
+    run.strategy = kFsdpTp;
+    const Outcome want = Train(mp);
+    const Outcome got = Train(run);
+    ASSERT_TRUE(want.second[0].ok()) << name << ": " << want.second[0].status();
+    for (size_t r = 0; r < got.ranks.size(); ++r) {
+      ASSERT_TRUE(got.second[r].ok()) << name << " rank " << r << ": " << got.second[r].status();
+      ASSERT_EQ(got.second[r]->losses.size(), 2u) << name;
+      for (size_t s = 0; s < 2; ++s) {
+        EXPECT_NEAR(got.second[r]->losses[s], want.second[0]->losses[s], 1e-12 * want.second[0]->losses[s])
+            << name << " rank " << r << " step " << s;
+      }
+    }
+    EXPECT_EQ(want.fc_weight_grads, 0) << name;
+    EXPECT_EQ(got.fc_weight_grads, 0) << name << ": the frozen member got a gradient";
+    EXPECT_EQ(got.held_numel_last, model_numel + (shape[1] - 1) * kOut) << name << ": every member still chunked";
+    ASSERT_TRUE(want.prediction.defined() && got.prediction.defined()) << name;
+    EXPECT_TRUE(at::allclose(got.prediction, want.prediction, 1e-12, 1e-14))
+        << name << ": " << got.prediction << " vs " << want.prediction;
+  }
+}
+
+// model_parallel refuses, in Setup on every rank, a module whose members an
+// earlier fsdp_tp Fit left chunked over DP (frozen ones too), naming the
+// member and what to do, instead of computing with the chunks.
+TEST(FsdpTpStrategyTest, ModelParallelRefusesMembersAnFsdpTpFitChunked) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 2}, {3, 2}, {4, 1}}) {
+    for (const bool frozen : {false, true}) {
+      const std::string name = absl::StrCat(ShapeName(shape), frozen ? " (fc.weight frozen)" : "");
+      Job run{shape, kFsdpTp, 2};
+      run.second_fit = true;
+      run.second_strategy = kModelParallel;
+      if (frozen) run.between = [](TinyTp& model) { Member(model, "fc.weight")->local().set_requires_grad(false); };
+      const Outcome got = Train(run);
+      for (size_t r = 0; r < got.ranks.size(); ++r) {
+        ASSERT_TRUE(got.ranks[r].ok()) << name << " rank " << r << ": " << got.ranks[r].status();
+        ASSERT_FALSE(got.second[r].ok()) << name << " rank " << r << ": model_parallel trained the chunks";
+        EXPECT_TRUE(absl::IsFailedPrecondition(got.second[r].status())) << name << ": " << got.second[r].status();
+        const std::string message(got.second[r].status().message());
+        EXPECT_THAT(message, HasSubstr("the mesh member 'fc.weight'")) << name;
+        EXPECT_THAT(message, HasSubstr("held chunked over the data-parallel ranks by an earlier fsdp_tp Fit")) << name;
+        EXPECT_THAT(message, HasSubstr("fit it with FsdpTpStrategy")) << name;
+      }
+    }
+  }
+}
+
+// Whether fsdp_tp holds a member is a mark of the view object it made, not of
+// a mesh's name: a user mesh named as DeviceMesh::Permuted names that view
+// trains under fsdp_tp and model_parallel alike, and a second Fit of each
+// keeps its layout.
+TEST(FsdpTpStrategyTest, AMeshNamedLikeTheLayoutViewIsNotTakenForIt) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 2}, {3, 2}}) {
+    const std::string name = ShapeName(shape);
+    Job mp{shape, kModelParallel, 2};
+    mp.mesh_name = "t(dims 1,0)";
+    mp.second_fit = true;
+    Job run = mp;
+    run.strategy = kFsdpTp;
+    const Outcome want = Train(mp);
+    const Outcome got = Train(run);
+    for (const Outcome* o : {&want, &got}) {
+      const std::string which = o == &want ? " model_parallel" : " fsdp_tp";
+      ASSERT_TRUE(o->ranks[0].ok()) << name << which << ": " << o->ranks[0].status();
+      ExpectLosses(*o, want.ranks[0]->losses, name + which);
+      for (size_t r = 0; r < o->second.size(); ++r) {
+        ASSERT_TRUE(o->second[r].ok()) << name << which << " second Fit, rank " << r << ": " << o->second[r].status();
+        EXPECT_NEAR(o->second[r]->losses[0], want.second[0]->losses[0], 1e-12 * want.second[0]->losses[0]) << name;
+      }
+    }
+  }
+}
+
+// A validation (no backward) gathers the pieces but reduce-scatters nothing:
+// the unit's reduce-scatter comes once per training step only, and the
+// validation losses are model_parallel's. A validation failing on one DP
+// group still fails every rank with its error (the verdict is agreed over
+// the world without the reduction).
+TEST(FsdpTpStrategyTest, AValidationGathersButReduceScattersNoGradients) {
+  for (const std::vector<int64_t>& shape : {std::vector<int64_t>{2, 2}, {4, 1}, {3, 2}}) {
+    const std::string name = ShapeName(shape);
+    const int world = static_cast<int>(shape[0] * shape[1]);
+    std::vector<std::vector<std::string>> calls(world);
+    Job run{shape, nullptr, 4};
+    run.validate = true;
+    run.strategy = RecordingUnitCollectives(&calls);
+    Job mp{shape, kModelParallel, 4};
+    mp.validate = true;
+    const Outcome want = Train(mp);
+    const Outcome got = Train(run);
+    ASSERT_TRUE(want.ranks[0].ok()) << name << ": " << want.ranks[0].status();
+    ExpectLosses(got, want.ranks[0]->losses, name);
+    // The last validation left each chunk the gradient of the last training step: the first rows of
+    // model_parallel's without validation (model_parallel's validation sums its stale gradients over DP again).
+    const Outcome unvalidated = Train({shape, kModelParallel, 4});
+    ASSERT_TRUE(got.fc_grad.defined() && unvalidated.fc_grad.defined()) << name;
+    const at::Tensor want_rows = unvalidated.fc_grad.narrow(0, 0, got.fc_grad.size(0));
+    EXPECT_TRUE(at::allclose(got.fc_grad, want_rows, 1e-12, 1e-15))
+        << name << ": " << got.fc_grad << " vs " << want_rows;
+    for (int r = 0; r < world; ++r) {
+      ASSERT_TRUE(got.ranks[r].ok()) << name;
+      const size_t validations = got.ranks[r]->validations.size();
+      ASSERT_EQ(validations, 2u) << name;
+      for (size_t v = 0; v < validations; ++v) {
+        const double w = want.ranks[0]->validations[v].second.at("val_loss");
+        EXPECT_NEAR(got.ranks[r]->validations[v].second.at("val_loss"), w, 1e-12 * w) << name << " validation " << v;
+      }
+      std::vector<std::string> reduce_scatters;
+      int64_t gathers = 0;
+      for (const std::string& call : calls[r]) {
+        if (absl::StartsWith(call, "reduce-scatter")) reduce_scatters.push_back(call);
+        if (absl::StartsWith(call, "all-gather")) ++gathers;
+      }
+      EXPECT_EQ(reduce_scatters, (std::vector<std::string>{"reduce-scatter model 0", "reduce-scatter model 1",
+                                                           "reduce-scatter model 2", "reduce-scatter model 3"}))
+          << name << " rank " << r;
+      EXPECT_GT(gathers, 4 + static_cast<int64_t>(validations)) << name << " rank " << r << ": the sanity pass too";
+    }
+  }
+  // DP group 1 of a 2x2 mesh (ranks 2, 3) fails its ValidationStep.
+  Job failing{{2, 2}, kFsdpTp, 4};
+  failing.validate = true;
+  failing.fail_validation_from = 2;
+  const Outcome failed = Train(failing);
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_FALSE(failed.ranks[r].ok()) << "rank " << r;
+    EXPECT_THAT(std::string(failed.ranks[r].status().message()), HasSubstr("failed on rank 2")) << "rank " << r;
+    EXPECT_THAT(std::string(failed.ranks[r].status().message()), HasSubstr("val batch unreadable")) << "rank " << r;
   }
 }
 
@@ -344,15 +548,7 @@ TEST(FsdpTpStrategyTest, UnitCollectiveHookSeesTheModelsGatherAndReduceScatterEa
     std::vector<std::vector<std::string>> calls(4);
     Job run{{2, 2}, nullptr, 3};
     run.fail_dp = failing ? 1 : -1;  // TinyTp fails DP rank 1's batch at step 2
-    run.strategy = [&calls](sharded::mesh::MeshPtr mesh) {
-      FsdpOptions options;
-      const int rank = mesh->rank();
-      options.on_unit_collective = [&calls, rank](const std::string& collective, const std::string& unit,
-                                                  int64_t step) {
-        calls[rank].push_back(absl::StrCat(collective, " ", unit, " ", step));
-      };
-      return std::make_shared<FsdpTpStrategy>(std::move(mesh), options);
-    };
+    run.strategy = RecordingUnitCollectives(&calls);
     const Outcome outcome = Train(run);
     std::vector<std::string> want;
     for (int64_t step = 0; step < 3; ++step) {

@@ -6,6 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "lightning/sharded_module.h"
+#include "lightning/strategies/fsdp_tp_layout.h"
 #include "lightning/tp/mesh_gradients.h"
 #include "lightning/tp/mesh_optimizer.h"
 #include "lightning/tp/tp_mesh.h"
@@ -93,6 +95,19 @@ absl::StatusOr<std::unique_ptr<StrategyRun>> ModelParallelStrategy::Setup(Lightn
                                                    shape[0] * shape[1], " ranks, the world ", ctx.world_size));
   }
   SL_RETURN_IF_ERROR(CheckMeshMembersOnly(module, name()));
+  // A member an earlier fsdp_tp Fit chunked over DP holds 1/DP of its TP
+  // piece: the TP layers would compute with the chunk. Putting it back is a
+  // DP all-gather, which Setup (local) cannot run, and which the optimizer
+  // built after Setup would need done already; so it is refused, frozen or not.
+  for (const auto& [key, member] : MeshMembers(module, "")) {
+    if (fsdp_tp_internal::HeldByFsdpTp(*member)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "model_parallel: the mesh member '", key, "' of ", module.name(),
+          " is held chunked over the data-parallel ranks by an earlier fsdp_tp Fit; fit it with FsdpTpStrategy "
+          "(WithTensorParallelPieces runs evaluation on its whole TP pieces), or resume a fresh module from its "
+          "checkpoint (an fsdp_tp checkpoint resumes under model_parallel)"));
+    }
+  }
   SL_ASSIGN_OR_RETURN(tp::TpMesh tpm, tp::TpMesh::Of(mesh_, 1));
   return std::unique_ptr<StrategyRun>(new ModelParallelRun(ctx.pg, std::move(tpm), tp::TrainableMeshMembers(module),
                                                          on_reduced_));

@@ -20,8 +20,11 @@
 // rank before any collective): InvalidArgument when the mesh is null, not
 // 2-d, or its size is not the world's, and for a trainable dense parameter
 // or ShardedTensor member (named); FailedPrecondition when the module's
-// parameters are held sharded by an earlier fsdp Fit. A step failing on any
-// rank fails every rank with that rank's error.
+// parameters are held sharded by an earlier fsdp Fit, or when a mesh member
+// (trainable or frozen; named) is held chunked over DP by an earlier fsdp_tp
+// Fit: fit such a module with FsdpTpStrategy, or resume a fresh one from its
+// checkpoint. A step failing on any rank fails every rank with that rank's
+// error.
 #ifndef SHARDLIGHT_LIGHTNING_STRATEGIES_MODEL_PARALLEL_STRATEGY_H_
 #define SHARDLIGHT_LIGHTNING_STRATEGIES_MODEL_PARALLEL_STRATEGY_H_
 

@@ -69,5 +69,40 @@ TEST(ReduceScatterTest, FlatBufferSumsAlikeOnEveryAvailablePath) {
   }
 }
 
+// fsdp_tp and fsdp probe the flat path in one dtype and reduce every bucket's
+// (a floating dtype: gradients) by the path it picks. That holds while the
+// probe answers alike for each floating dtype and the flat path then sums
+// each correctly: Gloo's list, flat and allreduce paths share one dtype
+// dispatch (1.13: no reduce-scatter at all; 2.x: all of them), as NCCL's do.
+TEST(ReduceScatterTest, TheFlatProbeAnswersAlikeForEveryFloatingDtype) {
+  for (int w : {2, 3}) {
+    SimulatedCluster cluster(w);
+    auto results = cluster.Run([&](RankContext& ctx) -> absl::StatusOr<bool> {
+      auto in_float = ProbeFlatReduceScatter(*ctx.pg, at::kFloat);
+      if (!in_float.ok()) return in_float.status();
+      for (c10::ScalarType dtype : {at::kDouble, at::kHalf, at::kBFloat16}) {
+        auto probed = ProbeFlatReduceScatter(*ctx.pg, dtype);
+        if (!probed.ok()) return probed.status();
+        if (*probed != *in_float) {
+          return absl::InternalError(absl::StrCat("the flat probe says ", *probed, " in ", c10::toString(dtype),
+                                                  " but ", *in_float, " in float"));
+        }
+        if (!*probed) continue;
+        // rank r sends (r + 1) * [10 j, 10 j + 1, 10 j + 2] to slot j, the slots end to end (exact in every dtype)
+        const at::Tensor input = at::arange(3 * w, at::kFloat).remainder(3).add(
+            at::arange(w, at::kFloat).repeat_interleave(3).mul(10.0)).mul(ctx.rank + 1).to(dtype);
+        auto mine = ReduceScatterFlat(*ctx.pg, input.clone(), ReduceScatterPath::kFlat, "test");
+        if (!mine.ok()) return mine.status();
+        const at::Tensor want = at::arange(3, at::kFloat).add(10.0 * ctx.rank).mul(w * (w + 1) / 2.0).to(dtype);
+        if (mine->scalar_type() != dtype || !at::equal(*mine, want)) {
+          return absl::InternalError(absl::StrCat("wrong flat sums in ", c10::toString(dtype)));
+        }
+      }
+      return *in_float;
+    });
+    ASSERT_TRUE(results.ok()) << "W=" << w << ": " << results.status();
+  }
+}
+
 }  // namespace
 }  // namespace shardlight::lightning
