@@ -33,7 +33,9 @@ run_torchrun() {
 run_peer() { torchrun_once_more "$lm_log_dir.peer.log" run_torchrun "$@"; }
 strip() { sed 's/^\[default[0-9]*\]://'; }
 mesh_size() { echo $((${1%x*} * ${1#*x})); }
-# model_flags FLAG...: sets the arrays ours (train's --lm_* spelling) and peer.
+# model_flags FLAG...: sets the arrays ours (train's --lm_* spelling) and peer
+# (the model's sizes, the batch and the optimizer: --optimizer, --lr,
+# --momentum, --weight_decay).
 model_flags() {
   ours=(); peer=()
   local f
@@ -42,6 +44,8 @@ model_flags() {
       --dim=*) ours+=("--lm_dim=${f#*=}") ;; --heads=*) ours+=("--lm_heads=${f#*=}") ;;
       --layers=*) ours+=("--lm_layers=${f#*=}") ;; --context=*) ours+=("--lm_context=${f#*=}") ;;
       --mlp=*) ours+=("--lm_mlp=${f#*=}") ;; --batch=*|--lr=*) ours+=("$f") ;;
+      --optimizer=*) ours+=("--lm_optimizer=${f#*=}") ;; --momentum=*) ours+=("--lm_momentum=${f#*=}") ;;
+      --weight_decay=*) ours+=("--lm_weight_decay=${f#*=}") ;;
       *) fail "unknown model flag $f" ;;
     esac
     peer+=("$f")
