@@ -24,13 +24,13 @@
 //    and initial values as the TP build, data parallel over the whole
 //    group, AdamW over the module's trainables (lightning::AdamW; weight
 //    decay on >= 2-dim tensors only, as MeshAdamW), or SGD (lightning::Sgd).
-//    Under fsdp each block is
-//    a unit (FsdpUnits(): fully_shard per block, the root holds the rest):
-//    the forward runs each block through lightning::RunFsdpUnit, in order,
-//    and reads a block's parameters only there (the embeddings, positions,
-//    final norm and head are the root's, read outside the blocks), so
-//    FsdpOptions::per_unit gathers one block at a time; under every other
-//    strategy the call is the block's plain forward. A 1x1 model_parallel
+//    Under fsdp each block is a unit (FsdpUnits(): fully_shard per block,
+//    the root holds the rest): the forward runs each block through
+//    lightning::RunFsdpUnit, in order, and reads a block's parameters only
+//    there (the embeddings, positions, final norm and head are the root's,
+//    read outside the blocks), so FsdpOptions::per_unit gathers one block at
+//    a time; under every other strategy the call is the block's plain
+//    forward. A 1x1 model_parallel
 //    run, a W=1 ddp run and a W=1 fsdp run train the same model.
 // TrainingStep takes a global batch (ids, targets [B, T] int64), computes
 // this rank's DP share (torch.chunk of the B samples by the DP coordinate)

@@ -26,9 +26,9 @@
 // Errors, on every rank before training: InvalidArgument for a strategy
 // that is not one of kLmStrategies, a mesh that is not 2-d or does
 // not match the world, a TP size > 1 under fsdp or ddp, an optimizer that is
-// not one of kLmOptimizers or SGD options CheckSgdOptions refuses, gradient dumps
-// (grads_steps) under fsdp or ddp, a model the TP size does not fit
-// (CheckGptOptions), a global batch smaller than the DP size, a
+// not one of kLmOptimizers or SGD options CheckSgdOptions refuses
+// (CheckLmOptimizer), gradient dumps (grads_steps) under fsdp or ddp, a
+// model the TP size does not fit (CheckGptOptions), a global batch smaller than the DP size, a
 // mixed-precision policy under another strategy than fsdp or naming no
 // floating dtype (CheckLmMixedPrecision); NotFound / InvalidArgument for a
 // missing or empty corpus; the checkpoint's error

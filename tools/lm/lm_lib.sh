@@ -13,9 +13,11 @@ peer_has_dtensor() {
   echo "SKIP: the PyTorch peer ($LIBTORCH_PYTHON, torch $LIBTORCH_VERSION) has no DTensor tensor parallelism (torch.distributed.tensor.parallel, PyTorch >= 2.x); run on the torch 2.x leg (--config=torch2)"
   return 1
 }
-# 0 when the peer's torch has FSDP2 (torch.distributed.fsdp.fully_shard); else says SKIP.
+# 0 when the peer's torch has FSDP2 (torch.distributed.fsdp.fully_shard) and
+# peer_has_dtensor's modules (one Python start: each costs ~3 s of CPU here); else says SKIP.
 peer_has_fully_shard() {
-  "$LIBTORCH_PYTHON" -c 'from torch.distributed.fsdp import fully_shard, FSDPModule' 2>/dev/null && return 0
+  "$LIBTORCH_PYTHON" -c 'import torch.distributed.tensor.parallel, torch.distributed.checkpoint
+from torch.distributed.fsdp import fully_shard, FSDPModule' 2>/dev/null && return 0
   echo "SKIP: the PyTorch peer ($LIBTORCH_PYTHON, torch $LIBTORCH_VERSION) has no FSDP2 (torch.distributed.fsdp.fully_shard, PyTorch >= 2.6); run on the torch 2.x leg (--config=torch2)"
   return 1
 }

@@ -55,9 +55,8 @@ here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 source "$here/lm_lib.sh" "$peer_sh" "$out/logs"
 step1_tol=${STEP1_TOL:-1e-5}; curve_tol=${CURVE_TOL:-1e-3}; threads=${THREADS:-1}
 dtypes=${DTYPES:-float32}; curve_dtypes=${CURVE_DTYPES:-$dtypes}; grads=${GRADS:-0}
-peer_has_dtensor || exit 0
 case $strategy in
-  model_parallel) peer_strategy=() ;;
+  model_parallel) peer_has_dtensor || exit 0; peer_strategy=() ;;
   fsdp) peer_has_fully_shard || exit 0; peer_strategy=(--fsdp) ;;
   hsdp) peer_has_fully_shard || exit 0; peer_strategy=(--hsdp) ;;
   fsdp_tp) peer_has_fully_shard || exit 0; peer_strategy=(--fsdp_tp) ;;
