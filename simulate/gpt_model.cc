@@ -210,8 +210,8 @@ absl::Status CheckGptOptions(const GptOptions& o, int64_t tp_size) {
   return absl::OkStatus();
 }
 
-GptModel::GptModel(GptOptions options, tp::AdamWOptions adam)
-    : LightningModule("GptModel"), options_(options), adam_(adam) {}
+GptModel::GptModel(GptOptions options, GptOptimizer optimizer)
+    : LightningModule("GptModel"), options_(options), optimizer_options_(optimizer) {}
 
 std::vector<std::string> GptModel::FsdpUnits(const GptOptions& options) {
   std::vector<std::string> units;
@@ -349,16 +349,25 @@ absl::StatusOr<at::Tensor> GptModel::TrainingStep(const lightning::Batch& batch,
 }
 
 absl::StatusOr<std::unique_ptr<lightning::Optimizer>> GptModel::ConfigureOptimizers() {
-  if (tensor_parallel()) {
-    SL_ASSIGN_OR_RETURN(std::unique_ptr<tp::MeshAdamWOptimizer> adam,
-                        tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this), adam_));
-    optimizer_ = adam.get();
-    return std::unique_ptr<lightning::Optimizer>(std::move(adam));
+  // The mesh members of the TP build, or the trainables of the module as the
+  // strategy left it (fsdp: the shards).
+  absl::StatusOr<std::unique_ptr<lightning::Optimizer>> made;
+  if (const auto* sgd = std::get_if<lightning::SgdOptions>(&optimizer_options_)) {
+    if (tensor_parallel()) {
+      made = tp::MeshSgdOptimizer::Create(tp::TrainableMeshMembers(*this), *sgd);
+    } else {
+      made = lightning::Sgd::Create(lightning::TrainablesOf(*this), *sgd);
+    }
+  } else {
+    const auto& adam = std::get<tp::AdamWOptions>(optimizer_options_);
+    if (tensor_parallel()) {
+      made = tp::MeshAdamWOptimizer::Create(tp::TrainableMeshMembers(*this), adam);
+    } else {
+      made = GptAdamW::Create(lightning::TrainablesOf(*this), adam);
+    }
   }
-  // Trainables of the module as the strategy left it (fsdp: the shards).
-  SL_ASSIGN_OR_RETURN(std::unique_ptr<GptAdamW> adam, GptAdamW::Create(lightning::TrainablesOf(*this), adam_));
-  optimizer_ = adam.get();
-  return std::unique_ptr<lightning::Optimizer>(std::move(adam));
+  if (made.ok()) optimizer_ = made->get();
+  return made;
 }
 
 at::Tensor GptModel::TokenLosses(const at::Tensor& ids, const at::Tensor& targets) {

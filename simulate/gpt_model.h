@@ -18,18 +18,19 @@
 //  - model_parallel (lightning/strategies/model_parallel_strategy.h):
 //    ConfigureShardedModel builds the layers on the mesh the strategy hands
 //    it (dim 0 data parallel, dim 1 tensor parallel), AdamW over the mesh
-//    members (tp::MeshAdamWOptimizer);
+//    members (tp::MeshAdamWOptimizer), or SGD (tp::MeshSgdOptimizer);
 //  - ddp and fsdp (no mesh in the context): dense layers (torch::nn Linear,
 //    LayerNorm, Embedding; full logits, a plain cross-entropy), the same keys
 //    and initial values as the TP build, data parallel over the whole
 //    group, AdamW over the module's trainables (lightning::AdamW; weight
-//    decay on >= 2-dim tensors only, as MeshAdamW). Under fsdp each block is
-//    a unit (FsdpUnits(): fully_shard per block, the root holds the rest):
-//    the forward runs each block through lightning::RunFsdpUnit, in order,
-//    and reads a block's parameters only there (the embeddings, positions,
-//    final norm and head are the root's, read outside the blocks), so
-//    FsdpOptions::per_unit gathers one block at a time; under every other
-//    strategy the call is the block's plain forward. A 1x1 model_parallel
+//    decay on >= 2-dim tensors only, as MeshAdamW), or SGD (lightning::Sgd).
+//    Under fsdp each block is a unit (FsdpUnits(): fully_shard per block,
+//    the root holds the rest): the forward runs each block through
+//    lightning::RunFsdpUnit, in order, and reads a block's parameters only
+//    there (the embeddings, positions, final norm and head are the root's,
+//    read outside the blocks), so FsdpOptions::per_unit gathers one block at
+//    a time; under every other strategy the call is the block's plain
+//    forward. A 1x1 model_parallel
 //    run, a W=1 ddp run and a W=1 fsdp run train the same model.
 // TrainingStep takes a global batch (ids, targets [B, T] int64), computes
 // this rank's DP share (torch.chunk of the B samples by the DP coordinate)
@@ -44,6 +45,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -78,6 +80,15 @@ struct GptOptions {
   bool deferred_init = false;
 };
 
+// The optimizer ConfigureOptimizers builds (GptModel's constructor):
+//  - tp::AdamWOptions: torch.optim.AdamW with GPT's two parameter groups,
+//    decoupled weight decay on tensors of 2 or more dims only;
+//  - lightning::SgdOptions: torch.optim.SGD, one group (momentum, weight
+//    decay added to the gradient of every parameter, as torch's).
+// Either over the mesh members (the TP build: tp::MeshAdamWOptimizer,
+// tp::MeshSgdOptimizer) or the module's trainables (dense: fsdp's shards).
+using GptOptimizer = std::variant<lightning::tp::AdamWOptions, lightning::SgdOptions>;
+
 // Local: InvalidArgument naming what does not fit -- sizes < 1, dim not a
 // multiple of heads, a TP size that does not divide the heads or the MLP
 // hidden size, a vocabulary smaller than the TP size, a dtype other than
@@ -86,7 +97,7 @@ absl::Status CheckGptOptions(const GptOptions& options, int64_t tp_size);
 
 class GptModel : public lightning::LightningModule {
  public:
-  explicit GptModel(GptOptions options, lightning::tp::AdamWOptions adam = {});
+  explicit GptModel(GptOptions options, GptOptimizer optimizer = lightning::tp::AdamWOptions{});
 
   // Collective over ctx.pg: CheckGptOptions (TP size 1 without a mesh; with
   // one, that it is 2-d: ModelParallelStrategy's) agreed on every rank (one
@@ -130,7 +141,7 @@ class GptModel : public lightning::LightningModule {
   absl::Status BuildDense(uint64_t seed);
 
   GptOptions options_;
-  lightning::tp::AdamWOptions adam_;
+  GptOptimizer optimizer_options_;
   lightning::Optimizer* optimizer_ = nullptr;  // owned by the Trainer's Fit
   lightning::tp::TpMesh tp_;                   // mesh null for the dense build
   c10::intrusive_ptr<c10d::ProcessGroup> dense_group_;

@@ -205,6 +205,14 @@ absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int6
   return absl::OkStatus();
 }
 
+absl::Status CheckLmOptimizer(const std::string& optimizer, const lightning::SgdOptions& sgd) {
+  if (std::find(std::begin(kLmOptimizers), std::end(kLmOptimizers), optimizer) == std::end(kLmOptimizers)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("optimizer '", optimizer, "' is not one of ", absl::StrJoin(kLmOptimizers, ", ")));
+  }
+  return optimizer == "sgd" ? lightning::CheckSgdOptions(sgd) : absl::OkStatus();
+}
+
 absl::Status CheckLmMixedPrecision(const std::string& strategy, const std::string& param_dtype,
                                    const std::string& reduce_dtype) {
   for (const auto& [what, name] : {std::pair{"param_dtype", &param_dtype}, std::pair{"reduce_dtype", &reduce_dtype}}) {
@@ -228,6 +236,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
                                                     absl::StrJoin(o.mesh_shape, "x")));
   }
   if (setup.ok()) setup = CheckLmStrategy(o.strategy, o.mesh_shape);
+  if (setup.ok()) setup = CheckLmOptimizer(o.optimizer, o.sgd);
   if (setup.ok()) setup = CheckLmMixedPrecision(o.strategy, o.param_dtype, o.reduce_dtype);
   if (setup.ok()) setup = sharded::mesh::ValidateMeshShape(o.mesh_shape, ctx.world_size);
   const bool hsdp = o.strategy == "hsdp";
@@ -260,6 +269,10 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
         "save_format torch_dcp saves at save_at (>= 0, not ", o.save_at, ") under fsdp or ddp (not ", o.strategy,
         "): torch.optim.AdamW over whole parameters is what it names"));
   }
+  if (setup.ok() && o.save_format == "torch_dcp" && o.optimizer != "adamw") {
+    setup = absl::InvalidArgumentError(absl::StrCat("save_format torch_dcp writes torch.optim.AdamW's state under "
+                                                    "torch's names; optimizer ", o.optimizer, " has no such mapping"));
+  }
   if (setup.ok() && (o.checkpoint_every < 0 || o.keep_last < 0)) {
     setup = absl::InvalidArgumentError(absl::StrCat("checkpoint_every (", o.checkpoint_every, ") and keep_last (",
                                                     o.keep_last, ") must be >= 0"));
@@ -274,7 +287,7 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
   if (model_parallel || fsdp_tp || hsdp) {
     SL_ASSIGN_OR_RETURN(mesh, sharded::mesh::DeviceMesh::Create(ctx, o.mesh_shape, "lm"));
   }
-  GptModel model(o.model, o.adam);
+  GptModel model(o.model, o.optimizer == "sgd" ? GptOptimizer(o.sgd) : GptOptimizer(o.adam));
   LmRankResult result;
   int64_t first_step = -1;  // the Fit's first step, for the gradients of its first grads_steps steps
   auto save_grads = [&](int64_t step) -> absl::Status {
@@ -342,13 +355,15 @@ absl::StatusOr<LmRankResult> RunLmRank(const LmJobOptions& o, const sharded::mes
     SL_RETURN_IF_ERROR(sharded::Agree(world, evaluated, "LM evaluation"));
     SL_ASSIGN_OR_RETURN(result.eval_perplexity, ppl.ComputeScalar());
   }
+  // Each parameter, with AdamW's two moments or SGD's momentum buffer of its layout.
+  const int64_t copies = o.optimizer == "sgd" ? 2 : 3;
   if (model.tensor_parallel()) {
     for (const auto& [key, p] : tp::TrainableMeshMembers(model)) {
-      result.state_bytes += 3 * p->local().numel() * p->local().element_size();
+      result.state_bytes += copies * p->local().numel() * p->local().element_size();
     }
   } else {
     for (const at::Tensor& p : lightning::TrainablesOf(model).LocalTensors()) {  // fsdp: the shards
-      result.state_bytes += 3 * p.numel() * p.element_size();
+      result.state_bytes += copies * p.numel() * p.element_size();
     }
   }
   result.peak_rss_bytes = PeakRssBytes();

@@ -1,7 +1,8 @@
 // The LM job: GptModel (gpt_model.h) trained on byte tokens of a text corpus
 // (byte_corpus.h) on a DP x TP device mesh -- AdamW with decoupled weight
-// decay, the gradient clipped to a global norm across the mesh, the loss the
-// mean token cross-entropy of the global batch -- with checkpoints of model,
+// decay (or SGD with momentum: LmJobOptions::optimizer), the gradient
+// clipped to a global norm across the mesh, the loss the mean token
+// cross-entropy of the global batch -- with checkpoints of model,
 // optimizer and step that resume on any other mesh. One code path for
 // thread-ranks (`//simulate:cluster --scenario=lm`) and processes
 // (`//tools/train --job=lm --mesh=DPxTP` under torchrun): both call RunLmRank
@@ -15,16 +16,19 @@
 // pieces chunked again over the DP ranks, gathered for each step), or
 // fsdp / ddp on an Nx1 mesh (data parallel
 // only): the model's dense build, fully_shard per block under fsdp (one
-// block gathered at a time unless fsdp_per_unit is off), lightning::AdamW. Resume (shardlight's checkpoint or a PyTorch DCP one) is
-// the Trainer's; checkpoint keys are the same under every strategy. The job
+// block gathered at a time unless fsdp_per_unit is off), lightning::AdamW
+// (SGD: tp::MeshSgdOptimizer on the mesh, lightning::Sgd on the dense
+// build). Resume (shardlight's checkpoint or a PyTorch DCP one) is the
+// Trainer's; checkpoint keys are the same under every strategy. The job
 // adds the save at save_at (a callback), the log lines and the held-out
 // perplexity.
 //
 // Errors, on every rank before training: InvalidArgument for a strategy
 // that is not one of kLmStrategies, a mesh that is not 2-d or does
-// not match the world, a TP size > 1 under fsdp or ddp, gradient dumps
-// (grads_steps) under fsdp or ddp, a model the TP size does not fit
-// (CheckGptOptions), a global batch smaller than the DP size, a
+// not match the world, a TP size > 1 under fsdp or ddp, an optimizer that is
+// not one of kLmOptimizers or SGD options CheckSgdOptions refuses
+// (CheckLmOptimizer), gradient dumps (grads_steps) under fsdp or ddp, a
+// model the TP size does not fit (CheckGptOptions), a global batch smaller than the DP size, a
 // mixed-precision policy under another strategy than fsdp or naming no
 // floating dtype (CheckLmMixedPrecision); NotFound / InvalidArgument for a
 // missing or empty corpus; the checkpoint's error
@@ -33,7 +37,7 @@
 // GptOptions::deferred_init under model_parallel or fsdp_tp (the TP build);
 // InvalidArgument for a save_format
 // other than shardlight or torch_dcp, and torch_dcp under model_parallel, fsdp_tp or
-// hsdp or without a save_at >= 0; InvalidArgument for a negative checkpoint_every or
+// hsdp, with sgd, or without a save_at >= 0; InvalidArgument for a negative checkpoint_every or
 // keep_last, or keep_last > 0 with a save_at >= 0.
 #ifndef SHARDLIGHT_SIMULATE_LM_RUN_H_
 #define SHARDLIGHT_SIMULATE_LM_RUN_H_
@@ -55,6 +59,8 @@ namespace shardlight::simulate {
 
 // The strategies the LM job trains under (LmJobOptions::strategy).
 inline constexpr const char* kLmStrategies[] = {"model_parallel", "fsdp_tp", "fsdp", "ddp", "hsdp"};
+// The optimizers it trains with (LmJobOptions::optimizer).
+inline constexpr const char* kLmOptimizers[] = {"adamw", "sgd"};
 
 struct LmJobOptions {
   // Data parallel x tensor parallel; under hsdp, (replicate, shard).
@@ -103,7 +109,12 @@ struct LmJobOptions {
   int64_t steps = 20;  // the global step to train to
   uint64_t seed = 1234;     // model initialisation
   uint64_t data_seed = 1;   // sample offsets (SampleOffset)
+  // "adamw" (`adam`: GPT's two groups, decoupled weight decay on >= 2-dim
+  // tensors) or "sgd" (`sgd`: torch.optim.SGD, one group, weight decay added
+  // to every parameter's gradient), under every strategy (GptOptimizer).
+  std::string optimizer = "adamw";
   lightning::tp::AdamWOptions adam{1e-3, 0.9, 0.95, 1e-8, 0.1};
+  lightning::SgdOptions sgd{1e-3, 0.9, 0.0};
   double clip_norm = 1.0;
   std::string checkpoint_dir;  // empty: no checkpoint, no resume
   // The Trainer's periodic saves (TrainerOptions::checkpoint_every, keep_last):
@@ -161,13 +172,17 @@ struct LmRankResult {
   double eval_perplexity = 0;  // exp(mean token loss) on the held-out batches
   double seconds = 0;          // training loop wall time
   double tokens_per_second = 0;
-  int64_t state_bytes = 0;     // this rank's parameters + AdamW moments
+  int64_t state_bytes = 0;     // this rank's parameters + optimizer state (AdamW moments, SGD momentum)
   int64_t peak_rss_bytes = 0;  // the process's peak resident set at the end
 };
 
 // Local: InvalidArgument when `strategy` is not one of kLmStrategies, or is
 // fsdp / ddp with a TP size (mesh_shape[1]) other than 1.
 absl::Status CheckLmStrategy(const std::string& strategy, const std::vector<int64_t>& mesh_shape);
+
+// Local: InvalidArgument when `optimizer` is not one of kLmOptimizers, or is
+// sgd with options CheckSgdOptions refuses.
+absl::Status CheckLmOptimizer(const std::string& optimizer, const lightning::SgdOptions& sgd);
 
 // Local: InvalidArgument naming the option for a param_dtype or reduce_dtype
 // (LmJobOptions) that is not a floating dtype's name, or for either set under

@@ -37,7 +37,6 @@ done
 here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 out=$(mktemp -d "${TEST_TMPDIR:-/tmp}/lm_fsdp_resume.XXXXXX")
 source "$here/lm_lib.sh" "$peer_sh" "$out/logs"
-peer_has_dtensor || exit 0
 peer_has_fully_shard || exit 0
 case $mode in from_torch | to_torch | bad) ;; *) fail "MODE $mode is not from_torch, to_torch or bad" ;; esac
 [ "$at" -ge 1 ] && [ "$steps" -gt "$at" ] && [ "$steps" -le 9 ] || fail "want 1 <= AT < STEPS <= 9"

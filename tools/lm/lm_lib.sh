@@ -13,9 +13,11 @@ peer_has_dtensor() {
   echo "SKIP: the PyTorch peer ($LIBTORCH_PYTHON, torch $LIBTORCH_VERSION) has no DTensor tensor parallelism (torch.distributed.tensor.parallel, PyTorch >= 2.x); run on the torch 2.x leg (--config=torch2)"
   return 1
 }
-# 0 when the peer's torch has FSDP2 (torch.distributed.fsdp.fully_shard); else says SKIP.
+# 0 when the peer's torch has FSDP2 (torch.distributed.fsdp.fully_shard) and
+# peer_has_dtensor's modules (one Python start: each costs ~3 s of CPU here); else says SKIP.
 peer_has_fully_shard() {
-  "$LIBTORCH_PYTHON" -c 'from torch.distributed.fsdp import fully_shard, FSDPModule' 2>/dev/null && return 0
+  "$LIBTORCH_PYTHON" -c 'import torch.distributed.tensor.parallel, torch.distributed.checkpoint
+from torch.distributed.fsdp import fully_shard, FSDPModule' 2>/dev/null && return 0
   echo "SKIP: the PyTorch peer ($LIBTORCH_PYTHON, torch $LIBTORCH_VERSION) has no FSDP2 (torch.distributed.fsdp.fully_shard, PyTorch >= 2.6); run on the torch 2.x leg (--config=torch2)"
   return 1
 }
@@ -33,7 +35,9 @@ run_torchrun() {
 run_peer() { torchrun_once_more "$lm_log_dir.peer.log" run_torchrun "$@"; }
 strip() { sed 's/^\[default[0-9]*\]://'; }
 mesh_size() { echo $((${1%x*} * ${1#*x})); }
-# model_flags FLAG...: sets the arrays ours (train's --lm_* spelling) and peer.
+# model_flags FLAG...: sets the arrays ours (train's --lm_* spelling) and peer
+# (the model's sizes, the batch and the optimizer: --optimizer, --lr,
+# --momentum, --weight_decay).
 model_flags() {
   ours=(); peer=()
   local f
@@ -42,6 +46,8 @@ model_flags() {
       --dim=*) ours+=("--lm_dim=${f#*=}") ;; --heads=*) ours+=("--lm_heads=${f#*=}") ;;
       --layers=*) ours+=("--lm_layers=${f#*=}") ;; --context=*) ours+=("--lm_context=${f#*=}") ;;
       --mlp=*) ours+=("--lm_mlp=${f#*=}") ;; --batch=*|--lr=*) ours+=("$f") ;;
+      --optimizer=*) ours+=("--lm_optimizer=${f#*=}") ;; --momentum=*) ours+=("--lm_momentum=${f#*=}") ;;
+      --weight_decay=*) ours+=("--lm_weight_decay=${f#*=}") ;;
       *) fail "unknown model flag $f" ;;
     esac
     peer+=("$f")

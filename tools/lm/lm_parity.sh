@@ -18,10 +18,11 @@
 # fully_shard per block + root on the "dp" dim).
 #
 # Usage: lm_parity.sh TRAIN_BIN CKPT_BIN PEER_SH MESH STEPS [OUT_DIR] [-- MODEL FLAGS]
-#   MODEL FLAGS: --dim=N --heads=N --layers=N --context=N --mlp=N --batch=N
-#   (passed to both sides); --dtypes=A,B and --grads=N set DTYPES and GRADS;
-#   --steps=N replaces STEPS (a test's longer run: bazel test
-#   --test_arg=--steps=50 ...);
+#   MODEL FLAGS: --dim=N --heads=N --layers=N --context=N --mlp=N --batch=N,
+#   and the optimizer: --optimizer=adamw|sgd --lr=X --momentum=X
+#   --weight_decay=X (passed to both sides: --lm_optimizer, ... on ours);
+#   --dtypes=A,B and --grads=N set DTYPES and GRADS; --steps=N replaces
+#   STEPS (a test's longer run: bazel test --test_arg=--steps=50 ...);
 #   --strategy=model_parallel|fsdp|hsdp|fsdp_tp (default model_parallel: DTensor TP peer);
 #   --param_dtype=D --reduce_dtype=D (with --strategy=fsdp: both sides' FSDP2
 #   MixedPrecisionPolicy, e.g. bfloat16 and float32; the DTYPES are the shards');
@@ -54,9 +55,8 @@ here=$(dirname "$(realpath "${BASH_SOURCE[0]}")")
 source "$here/lm_lib.sh" "$peer_sh" "$out/logs"
 step1_tol=${STEP1_TOL:-1e-5}; curve_tol=${CURVE_TOL:-1e-3}; threads=${THREADS:-1}
 dtypes=${DTYPES:-float32}; curve_dtypes=${CURVE_DTYPES:-$dtypes}; grads=${GRADS:-0}
-peer_has_dtensor || exit 0
 case $strategy in
-  model_parallel) peer_strategy=() ;;
+  model_parallel) peer_has_dtensor || exit 0; peer_strategy=() ;;
   fsdp) peer_has_fully_shard || exit 0; peer_strategy=(--fsdp) ;;
   hsdp) peer_has_fully_shard || exit 0; peer_strategy=(--hsdp) ;;
   fsdp_tp) peer_has_fully_shard || exit 0; peer_strategy=(--fsdp_tp) ;;
@@ -119,7 +119,7 @@ pair() {
           exit bad }' "$dir/losses.csv"
   ok=$?
   echo "tokens/s: shardlight $ours_tps, pytorch $peer_tps (ratio $(awk -v a="$ours_tps" -v b="$peer_tps" 'BEGIN {printf "%.2f", a / b}'))"
-  echo "rank 0: parameters + AdamW moments $state bytes; peak RSS shardlight $ours_rss, pytorch $peer_rss bytes"
+  echo "rank 0: parameters + optimizer state $state bytes; peak RSS shardlight $ours_rss, pytorch $peer_rss bytes"
   [ $ok -eq 0 ] || { echo "FAIL: $dtype losses differ beyond tolerance (see $dir/losses.csv)" >&2; return 1; }
 }
 rm -f "$out/losses.csv"

@@ -3,7 +3,8 @@ decoder in Python PyTorch 2.x, tensor parallel with DTensor's
 parallelize_module on the same DP x TP mesh (Gloo, CPU), started from the
 weights shardlight saved (exported with `ckpt export --prefix=model.`), fed
 the same batches (simulate/byte_corpus.h's SampleOffset, reimplemented
-here), trained with torch.optim.AdamW and the same global-norm clipping.
+here), trained with torch.optim.AdamW (or, with --optimizer=sgd, torch.optim.SGD)
+and the same global-norm clipping.
 
 Run under torchrun (one process per mesh rank):
   torchrun --nproc_per_node=4 tools/lm/lm_peer.py --mesh=2x2 --weights=init.pt --steps=100
@@ -11,7 +12,12 @@ Rank 0 prints "peer: step K loss L" for every step and, at the end,
 "peer: rank 0 peak_rss_bytes P" and "peer: tokens_per_s T step_s S".
 
 --dtype=float64 runs the model (weights, activations, gradients, AdamW
-moments) in float64, as shardlight's --lm_dtype=float64 does. --grads_dir
+moments) in float64, as shardlight's --lm_dtype=float64 does.
+--optimizer=sgd (every strategy; shardlight's --lm_optimizer=sgd):
+torch.optim.SGD over the same parameters (DTensors under TP, FSDP2's sharded
+DTensors under --fsdp, --hsdp, --fsdp_tp), one group, --lr, --momentum (0.9)
+and --weight_decay (added to every parameter's gradient; default 0 here,
+0.1 for AdamW's >= 2-dim group), no dampening or Nesterov. --grads_dir
 with --grads_steps=N: rank 0 saves the full gradients of steps 1..N (summed
 over DP, before clipping) as GRADS_DIR/peer_step<K>.pt, keys "<parameter>".
 --dcp_dir with --dcp_at=K: after step K, dcp.save of the model, the AdamW
@@ -220,6 +226,16 @@ def adamw(params, a):
                              lr=a.lr, betas=(0.9, 0.95), eps=1e-8, foreach=False)
 
 
+def sgd(params, a):
+    """torch.optim.SGD, one group: weight decay added to every parameter's gradient."""
+    return torch.optim.SGD(params, lr=a.lr, momentum=a.momentum, weight_decay=a.weight_decay, foreach=False)
+
+
+def make_optimizer(params, a):
+    """--optimizer: adamw (GPT's two groups) or sgd."""
+    return sgd(params, a) if a.optimizer == "sgd" else adamw(params, a)
+
+
 def report(a, rank, start, global_tokens):
     seconds = time.perf_counter() - start
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -335,7 +351,7 @@ def train_fsdp(a, model, data, world, replicate=0):
             module.set_force_sum_reduction_for_comms(True)
     rank = dist.get_rank()
     params = list(model.parameters())
-    opt = adamw(params, a)
+    opt = make_optimizer(params, a)
     first_step = load_torch_dcp(model, opt, a.torch_dcp_resume) if a.torch_dcp_resume else 0
     if rank == 0 and a.torch_dcp_resume:
         print(f"peer: resumed at step {first_step} from {a.torch_dcp_resume}", flush=True)
@@ -403,7 +419,7 @@ def train_fsdp_tp(a, model, data, dp, tp):
             module.set_force_sum_reduction_for_comms(True)
     rank = dist.get_rank()
     params = list(model.parameters())
-    opt = adamw(params, a)
+    opt = make_optimizer(params, a)
     dp_group = mesh["dp"].get_group()
     first, count = chunk_range(a.batch, dp, mesh.get_coordinate()[0])
     global_tokens = a.batch * a.context
@@ -465,7 +481,10 @@ def main():
     p.add_argument("--context", type=int, default=64)
     p.add_argument("--mlp", type=int, default=384)
     p.add_argument("--lr", type=float, default=1e-3)
-    p.add_argument("--weight_decay", type=float, default=0.1)
+    p.add_argument("--optimizer", choices=("adamw", "sgd"), default="adamw")
+    p.add_argument("--momentum", type=float, default=None, help="--optimizer=sgd: momentum, in [0, 1) (default 0.9)")
+    p.add_argument("--weight_decay", type=float, default=None,
+                   help="default 0.1 with adamw (its >= 2-dim group), 0 with sgd (every parameter)")
     p.add_argument("--clip", type=float, default=1.0)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--dtype", choices=("float32", "float64"), default="float32")
@@ -496,6 +515,16 @@ def main():
         p.error("--weights is needed (unless --torch_dcp_resume loads the model)")
     if (a.torch_dcp_dir or a.torch_dcp_resume) and not a.fsdp:
         p.error("--torch_dcp_dir and --torch_dcp_resume go with --fsdp")
+    if a.optimizer == "adamw" and a.momentum is not None:
+        p.error("--momentum goes with --optimizer=sgd")
+    if a.optimizer == "sgd" and (a.dcp_dir or a.torch_dcp_dir or a.torch_dcp_resume):
+        p.error("--optimizer=sgd goes without --dcp_dir and the torch DCP options (they save AdamW's state)")
+    if a.momentum is not None and not 0 <= a.momentum < 1:
+        p.error(f"--momentum={a.momentum} is not in [0, 1)")
+    if a.weight_decay is not None and a.weight_decay < 0:
+        p.error(f"--weight_decay={a.weight_decay} is negative")
+    a.momentum = 0.9 if a.momentum is None else a.momentum
+    a.weight_decay = (0.1 if a.optimizer == "adamw" else 0.0) if a.weight_decay is None else a.weight_decay
     torch.set_num_threads(a.threads)
     dp, tp = (int(x) for x in a.mesh.split("x"))
     if a.hsdp:
@@ -532,7 +561,7 @@ def main():
     parallelize_module(model, mesh["tp"], tp_plan(a))
 
     params = list(model.parameters())
-    opt = adamw(params, a)
+    opt = make_optimizer(params, a)
     dp_group, tp_group = mesh["dp"].get_group(), mesh["tp"].get_group()
     first, count = chunk_range(a.batch, dp, mesh.get_coordinate()[0])
     global_tokens = a.batch * a.context

@@ -56,6 +56,19 @@ expect_exit 2 "--save_at saves a plain checkpoint, which --keep_last's checkpoin
 expect_exit 2 "--lm_deferred_init applies to the dense build" --job=lm --mesh=1x1 --lm_deferred_init
 expect_exit 2 "--strategy=fsdp_tp builds each rank's slices and would ignore it" --job=lm --mesh=1x1 --strategy=fsdp_tp --lm_deferred_init
 
+# --lm_optimizer and the SGD hyper-parameters (lightning::SgdOptions, tp::MeshSgdOptimizer).
+expect_exit 2 "--lm_optimizer: optimizer 'adam' is not one of adamw, sgd" --job=lm --mesh=1x1 --lm_optimizer=adam
+expect_exit 2 "--lm_momentum applies to --lm_optimizer=sgd; adamw would ignore it" --job=lm --mesh=1x1 --lm_momentum=0.5
+expect_exit 2 "--lm_momentum=-0.1 must be in [0, 1)" --job=lm --mesh=1x1 --lm_optimizer=sgd --lm_momentum=-0.1
+expect_exit 2 "--lm_momentum=1 must be in [0, 1)" --job=lm --mesh=1x1 --lm_optimizer=sgd --lm_momentum=1
+expect_exit 2 "--lm_weight_decay=-0.5 must be >= 0" --job=lm --mesh=1x1 --lm_optimizer=sgd --lm_weight_decay=-0.5
+expect_exit 2 "--lm_weight_decay=-1 must be >= 0" --job=lm --mesh=1x1 --lm_weight_decay=-1
+expect_exit 2 "--lr=0 must be > 0" --job=lm --mesh=1x1 --lm_optimizer=sgd --lr=0
+expect_exit 2 "--lm_optimizer, --lm_momentum and --lm_weight_decay apply to --job=lm; --job=main would ignore them" \
+  --lm_optimizer=sgd
+expect_exit 2 "--save_format=torch_dcp writes torch.optim.AdamW's state under torch's names; --lm_optimizer=sgd has none" \
+  --job=lm --mesh=1x1 --strategy=fsdp --lm_optimizer=sgd --save_format=torch_dcp --save_at=1 --checkpoint_dir="$tmp/lm_dcp"
+
 # --lm_deferred_init (GptOptions::deferred_init): the same losses as the eager build under fsdp.
 lm_losses() {
   timeout 120 "$bin" --launcher=single --master_port=$((20000 + RANDOM % 20000)) --job=lm --strategy=fsdp --mesh=1x1 \
@@ -66,6 +79,20 @@ eager=$(lm_losses)
 deferred=$(lm_losses --lm_deferred_init)
 [ "$(wc -l <<<"$eager")" -eq 3 ] || fail "want 3 loss lines from the eager LM run: '$eager'"
 [ "$deferred" = "$eager" ] || fail "--lm_deferred_init losses '$deferred' differ from the eager build's '$eager'"
+
+# SGD resumes: 2 steps, a checkpoint, 2 more equal 4 uninterrupted steps (the
+# momentum buffers and the step saved); the checkpoint refused by AdamW,
+# naming both optimizers' keys.
+sgd=(--lm_optimizer=sgd --lm_momentum=0.9 --lm_weight_decay=0.01 --lr=0.05)
+straight=$(lm_losses "${sgd[@]}" --steps=4)
+first=$(lm_losses "${sgd[@]}" --steps=2 --checkpoint_dir="$tmp/lm_sgd")
+resumed=$(lm_losses "${sgd[@]}" --steps=4 --checkpoint_dir="$tmp/lm_sgd")
+[ "$(wc -l <<<"$straight")" -eq 4 ] || fail "want 4 loss lines from the SGD run: '$straight'"
+[ "$first"$'\n'"$resumed" = "$straight" ] || fail "SGD resumed losses '$first' + '$resumed' differ from '$straight'"
+out=$(timeout 120 "$bin" --launcher=single --master_port=$((20000 + RANDOM % 20000)) --job=lm --strategy=fsdp --mesh=1x1 \
+  --lm_dim=24 --lm_heads=2 --lm_mlp=48 --lm_context=16 --batch=4 --steps=6 --checkpoint_dir="$tmp/lm_sgd" 2>&1); got=$?
+[ "$got" -eq 1 ] || fail "adamw resuming an SGD checkpoint exited $got, want 1: $out"
+grep -q "missing keys.*exp_avg.*unexpected keys.*momentum_buffer" <<<"$out" || fail "adamw resuming SGD: $out"
 
 # Issue 15, defect 8: a rerun of a finished run has nothing to do; another
 # run's checkpoint is refused unless asked for (one process, a free port).

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -85,8 +86,17 @@ ABSL_FLAG(int, lm_heads, 12, "--job=lm: attention heads (the TP size must divide
 ABSL_FLAG(int, lm_layers, 2, "--job=lm: decoder blocks");
 ABSL_FLAG(int, lm_context, 64, "--job=lm: tokens per sample");
 ABSL_FLAG(int, lm_mlp, 384, "--job=lm: MLP hidden size (the TP size must divide it)");
-ABSL_FLAG(double, lr, 1e-3, "--job=lm: AdamW learning rate");
-ABSL_FLAG(std::string, lm_dtype, "float32", "--job=lm: float32 or float64 (parameters, activations, AdamW moments)");
+ABSL_FLAG(double, lr, 1e-3, "--job=lm: the optimizer's learning rate");
+ABSL_FLAG(std::string, lm_optimizer, "adamw",
+          "--job=lm: adamw (torch.optim.AdamW, betas 0.9, 0.95, decoupled weight decay on >= 2-dim tensors) or sgd "
+          "(torch.optim.SGD: --lm_momentum, weight decay added to every parameter's gradient), under every strategy");
+ABSL_FLAG(std::optional<double>, lm_momentum, std::nullopt,
+          "--job=lm --lm_optimizer=sgd: SGD momentum, in [0, 1) (0: plain SGD); default 0.9");
+ABSL_FLAG(std::optional<double>, lm_weight_decay, std::nullopt,
+          "--job=lm: the optimizer's weight decay, >= 0; default 0.1 with adamw (decoupled, >= 2-dim tensors), 0 with "
+          "sgd (torch.optim.SGD's: added to every parameter's gradient)");
+ABSL_FLAG(std::string, lm_dtype, "float32",
+          "--job=lm: float32 or float64 (parameters, activations, optimizer state)");
 ABSL_FLAG(bool, lm_deferred_init, false,
           "--job=lm: build the dense model (fsdp, hsdp, ddp) without storage; fsdp/hsdp fill each rank's chunk only "
           "(GptOptions::deferred_init: no rank holds the whole model). The same values");
@@ -171,6 +181,34 @@ int RunMeshRank(const simulate::MeshJobOptions& job, const lightning::cluster::P
   return 0;
 }
 
+// --lm_optimizer, --lr, --lm_momentum, --lm_weight_decay into `job`; an error naming the flag.
+absl::Status LmOptimizerOf(simulate::LmJobOptions& job) {
+  job.optimizer = absl::GetFlag(FLAGS_lm_optimizer);
+  const double lr = absl::GetFlag(FLAGS_lr);
+  const std::optional<double> momentum = absl::GetFlag(FLAGS_lm_momentum);
+  const std::optional<double> weight_decay = absl::GetFlag(FLAGS_lm_weight_decay);
+  if (auto known = simulate::CheckLmOptimizer(job.optimizer, {}); !known.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--lm_optimizer: ", known.message()));
+  }
+  if (!(lr > 0)) return absl::InvalidArgumentError(absl::StrCat("--lr=", lr, " must be > 0"));
+  if (weight_decay.has_value() && !(*weight_decay >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("--lm_weight_decay=", *weight_decay, " must be >= 0"));
+  }
+  if (job.optimizer == "adamw") {
+    if (momentum.has_value()) {
+      return absl::InvalidArgumentError("--lm_momentum applies to --lm_optimizer=sgd; adamw would ignore it");
+    }
+    job.adam.lr = lr;
+    job.adam.weight_decay = weight_decay.value_or(job.adam.weight_decay);
+    return absl::OkStatus();
+  }
+  if (momentum.has_value() && !(*momentum >= 0 && *momentum < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat("--lm_momentum=", *momentum, " must be in [0, 1)"));
+  }
+  job.sgd = {lr, momentum.value_or(0.9), weight_decay.value_or(0.0)};
+  return absl::OkStatus();
+}
+
 int Main() {
   if (absl::GetFlag(FLAGS_threads) > 0) at::set_num_threads(absl::GetFlag(FLAGS_threads));
   simulate::TrainingRunOptions run;
@@ -218,6 +256,11 @@ int Main() {
   }
   if (job != "lm" && !absl::GetFlag(FLAGS_fsdp_per_unit)) {
     return BadUsage("--fsdp_per_unit applies to --job=lm --strategy=fsdp; --job=" + job + " would ignore it");
+  }
+  if (job != "lm" && (absl::GetFlag(FLAGS_lm_optimizer) != "adamw" || absl::GetFlag(FLAGS_lm_momentum).has_value() ||
+                      absl::GetFlag(FLAGS_lm_weight_decay).has_value())) {
+    return BadUsage("--lm_optimizer, --lm_momentum and --lm_weight_decay apply to --job=lm; --job=" + job +
+                    " would ignore them");
   }
   if (job != "lm" && (!absl::GetFlag(FLAGS_param_dtype).empty() || !absl::GetFlag(FLAGS_reduce_dtype).empty())) {
     return BadUsage("--param_dtype and --reduce_dtype apply to --job=lm --strategy=fsdp; --job=" + job +
@@ -278,7 +321,7 @@ int Main() {
     lm_job.model.context = absl::GetFlag(FLAGS_lm_context);
     lm_job.model.mlp_hidden = absl::GetFlag(FLAGS_lm_mlp);
     lm_job.model.deferred_init = absl::GetFlag(FLAGS_lm_deferred_init);
-    lm_job.adam.lr = absl::GetFlag(FLAGS_lr);
+    if (auto optimizer = LmOptimizerOf(lm_job); !optimizer.ok()) return BadUsage(std::string(optimizer.message()));
     lm_job.log_every = run.log_every;
     const std::string dtype = absl::GetFlag(FLAGS_lm_dtype);
     if (dtype != "float32" && dtype != "float64") return BadUsage("--lm_dtype must be float32 or float64, not " + dtype);
@@ -287,6 +330,10 @@ int Main() {
     lm_job.grads_steps = absl::GetFlag(FLAGS_lm_grads_steps);
     if (lm_job.grads_steps < 0) return BadUsage("--lm_grads_steps must be >= 0");
     if (lm_job.grads_steps > 0 && lm_job.grads_dir.empty()) return BadUsage("--lm_grads_steps needs --lm_grads_dir");
+    if (lm_job.save_format == "torch_dcp" && lm_job.optimizer != "adamw") {
+      return BadUsage("--save_format=torch_dcp writes torch.optim.AdamW's state under torch's names; --lm_optimizer=" +
+                      lm_job.optimizer + " has none");
+    }
     if (lm_job.save_at < -1) return BadUsage("--save_at must be >= -1");
     if (lm_job.save_at >= 0 && run.checkpoint_dir.empty()) return BadUsage("--save_at needs --checkpoint_dir");
     if (lm_job.save_at >= 0 && run.keep_last > 0) {
