@@ -15,7 +15,6 @@
 #include "absl/strings/strip.h"
 #include "lightning/phase_times.h"
 #include "lightning/sharded_module.h"
-#include "lightning/strategies/flat_all_gather.h"
 #include "lightning/strategies/fsdp_buckets.h"
 #include "lightning/strategies/fsdp_tp_layout.h"
 #include "lightning/strategies/model_parallel_strategy.h"
@@ -67,9 +66,6 @@ class FsdpTpRun : public StrategyRun {
         }
         path_ = flat ? ReduceScatterPath::kFlat : listed ? ReduceScatterPath::kList : ReduceScatterPath::kAllreduce;
       }
-      // As fsdp: the flat all-gather where the DP group runs it.
-      SL_ASSIGN_OR_RETURN(const bool flat_gather, ProbeFlatAllGather(dp()));
-      for (Bucket& b : buckets_) b.flat_gather = flat_gather;
       probed_ = true;
     }
     const PhaseTimes::Scope timed(times_, Phase::kAllGather);
