@@ -4,7 +4,6 @@
 
 #include "lightning/strategies/reduce_scatter.h"
 #include "sharded/collectives.h"
-#include "sharded/compat/c10d_compat.h"
 #include "sharded/no_throw.h"
 #include "sharded/status_macros.h"
 
@@ -54,12 +53,6 @@ absl::StatusOr<GatherWork> IssueGather(c10d::ProcessGroup& pg, const Bucket& b, 
   const bool as_bytes = b.compute_dtype != b.dtype;
   const absl::Status issued = sharded::NoThrow([&]() -> absl::Status {
     sharded::internal::ArriveAtCollective(pg);
-    if (b.flat_gather) {
-      at::Tensor output = sharded::ByteView(gathered);
-      at::Tensor input = sharded::ByteView(mine);
-      w.work = sharded::compat::AllGatherSingle(pg, output, input);
-      return absl::OkStatus();
-    }
     std::vector<std::vector<at::Tensor>> output(1);
     for (const at::Tensor& slot : w.output) output[0].push_back(as_bytes ? sharded::ByteView(slot) : slot);
     std::vector<at::Tensor> input = {as_bytes ? sharded::ByteView(mine) : mine};

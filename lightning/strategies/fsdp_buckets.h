@@ -56,10 +56,6 @@ struct Bucket {
   // Where the bucket's transient CPU buffers come from (fsdp_buffer_pool.h):
   // one pool for a run's buckets. Null: at::empty.
   std::shared_ptr<BufferPool> pool;
-  // Gathered by c10d's flat all-gather (flat_all_gather.h: where the probe
-  // found it), as bytes, straight into the W slots' buffer; else its list
-  // all-gather into views of that buffer.
-  bool flat_gather = false;
 };
 
 const at::Tensor& LocalShard(const FlatParam& p);

@@ -12,7 +12,6 @@
 #include "absl/strings/str_cat.h"
 #include "lightning/deferred_init.h"
 #include "lightning/phase_times.h"
-#include "lightning/strategies/flat_all_gather.h"
 #include "lightning/strategies/fsdp_buckets.h"
 #include "lightning/strategies/fsdp_precision.h"
 #include "lightning/strategies/fsdp_schedule.h"
@@ -99,10 +98,6 @@ class FsdpRun : public StrategyRun, public fsdp_internal::UnitHooks {
         }
         SL_RETURN_IF_ERROR(probed);
       }
-      // The flat all-gather where the shard group runs it (a gather is a
-      // copy: the same values on either path).
-      SL_ASSIGN_OR_RETURN(const bool flat_gather, ProbeFlatAllGather(*pg_));
-      for (Bucket& b : buckets_) b.flat_gather = flat_gather;
       probed_ = true;
     }
     step_ = step;

@@ -56,21 +56,6 @@ c10::intrusive_ptr<c10d::Work> CallAllToAll(Group& pg, at::Tensor& output, at::T
   }
 }
 
-// Likewise the flat all-gather: `all_gather_single` (2.15) or `_allgather_base`.
-template <typename Group, typename = void>
-struct NamesAllGatherSingle : std::false_type {};
-template <typename Group>
-struct NamesAllGatherSingle<Group, std::void_t<decltype(&Group::all_gather_single)>> : std::true_type {};
-
-template <typename Group>
-c10::intrusive_ptr<c10d::Work> CallAllGatherSingle(Group& pg, at::Tensor& output, at::Tensor& input) {
-  if constexpr (NamesAllGatherSingle<Group>::value) {
-    return pg.all_gather_single(output, input);
-  } else {
-    return pg._allgather_base(output, input);
-  }
-}
-
 template <typename Gloo>
 bool GlooDeclaresAllToAll() {
   if constexpr (NamesAllToAllSingle<Gloo>::value) {
@@ -104,10 +89,6 @@ c10::intrusive_ptr<c10d::Work> AllToAllSingle(c10d::ProcessGroup& pg, at::Tensor
                                               std::vector<int64_t>& output_splits,
                                               std::vector<int64_t>& input_splits) {
   return CallAllToAll(pg, output, input, output_splits, input_splits);
-}
-
-c10::intrusive_ptr<c10d::Work> AllGatherSingle(c10d::ProcessGroup& pg, at::Tensor& output, at::Tensor& input) {
-  return CallAllGatherSingle(pg, output, input);
 }
 
 std::string AllToAllMethod() {

@@ -38,14 +38,6 @@ c10::intrusive_ptr<c10d::Work> AllToAllSingle(c10d::ProcessGroup& pg, at::Tensor
                                               std::vector<int64_t>& output_splits,
                                               std::vector<int64_t>& input_splits);
 
-// One flat all-gather: `input` (1-d, contiguous) from every rank into
-// `output` (W times its numel, rank r's at r * numel), no per-rank list and
-// no copy out of one. `_allgather_base` up to 2.11 at least; 2.15 names it
-// all_gather_single (the old name a deprecated alias). Whether the backend
-// runs it is another matter (1.13's Gloo throws when it is issued):
-// lightning::ProbeFlatAllGather asks. Collective.
-c10::intrusive_ptr<c10d::Work> AllGatherSingle(c10d::ProcessGroup& pg, at::Tensor& output, at::Tensor& input);
-
 // The Backend method that implements it: "alltoall_base" (1.13 to 2.11 at
 // least) or "all_to_all_single" (2.15; alltoall_base stays as a deprecated
 // alias that the backends no longer override), read from the headers'
