@@ -132,8 +132,10 @@ absl::StatusOr<std::vector<std::string>> GatherStrings(c10d::ProcessGroup& pg, c
 }
 
 at::Tensor ByteView(const at::Tensor& contiguous) {
+  // The view holds the tensor (its deleter owns a reference), so a collective
+  // still in flight when the caller lets go of it writes into live memory.
   return at::from_blob(contiguous.data_ptr(), {contiguous.numel() * static_cast<int64_t>(contiguous.element_size())},
-                       at::TensorOptions().dtype(at::kByte).device(contiguous.device()));
+                       [keep = contiguous](void*) {}, at::TensorOptions().dtype(at::kByte).device(contiguous.device()));
 }
 
 absl::Status AllToAllBytes(c10d::ProcessGroup& pg, at::Tensor send,

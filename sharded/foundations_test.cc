@@ -1,5 +1,5 @@
 // The single mechanisms every package builds on: exceptions as statuses,
-// the stable hash, the box.
+// the stable hash, the box, the byte view the byte collectives take.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -10,11 +10,29 @@
 
 #include "absl/status/statusor.h"
 #include "sharded/box.h"
+#include "sharded/collectives.h"
 #include "sharded/no_throw.h"
 #include "sharded/stable_hash.h"
 
 namespace shardlight::sharded {
 namespace {
+
+// A c10d work may hold only the byte view of a buffer whose tensor its
+// caller has already dropped (a failed step): the view must keep the bytes.
+TEST(ByteViewTest, ViewsTheBytesAndHoldsTheTensor) {
+  at::Tensor t = at::arange(4, at::kInt);
+  const void* data = t.data_ptr();
+  const auto storage = t.storage().getWeakStorageImpl();
+  at::Tensor v = ByteView(t);
+  EXPECT_EQ(v.scalar_type(), at::kByte);
+  EXPECT_EQ(v.numel(), 16);
+  EXPECT_EQ(v.data_ptr(), data);
+  t = at::Tensor();
+  EXPECT_FALSE(storage.expired()) << "the view let go of the tensor's storage";
+  EXPECT_EQ(v[4].item<int>(), 1);  // int 1, little-endian, at byte 4
+  v = at::Tensor();
+  EXPECT_TRUE(storage.expired());
+}
 
 TEST(NoThrowTest, ExceptionsBecomeStatusesWithoutBacktraces) {
   absl::Status torch = NoThrow([]() -> absl::Status {

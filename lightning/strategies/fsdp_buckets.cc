@@ -49,7 +49,7 @@ absl::StatusOr<GatherWork> IssueGather(c10d::ProcessGroup& pg, const Bucket& b, 
   // Every rank's slot in one buffer (one pooled block, not W).
   const at::Tensor gathered = EmptyFrom(b.pool.get(), {pg.getSize() * mine.numel()}, options);
   for (int r = 0; r < pg.getSize(); ++r) w.output.push_back(gathered.narrow(0, r * mine.numel(), mine.numel()));
-  // A cast bucket travels as its bytes: views that own nothing (w keeps the tensors).
+  // A cast bucket travels as its bytes (byte views, each holding its tensor).
   const bool as_bytes = b.compute_dtype != b.dtype;
   const absl::Status issued = sharded::NoThrow([&]() -> absl::Status {
     sharded::internal::ArriveAtCollective(pg);
